@@ -1,0 +1,95 @@
+#include "core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "core/status.h"
+
+namespace hymt {
+
+MappedFile MappedFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) Fail(ErrorCode::kNotFound, "cannot open ", path, ": ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    Fail(ErrorCode::kCorruptData, path, " is not a regular file");
+  }
+  MappedFile f;
+  f.path_ = path;
+  f.size_ = static_cast<size_t>(st.st_size);
+  if (f.size_ > 0) {
+    void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      Fail(ErrorCode::kInternal, "cannot map ", path, ": ", std::strerror(err));
+    }
+    f.data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  return f;
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      path_(std::move(other.path_)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+void MappedFile::WillNeed() const {
+  if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
+}
+
+std::string ReadFile(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail(ErrorCode::kNotFound, "cannot open ", path, ": ", std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  std::streamoff n = in.tellg();
+  if (n < 0) Fail(ErrorCode::kInternal, "cannot read ", path);
+  if (static_cast<uint64_t>(n) > max_bytes)
+    Fail(ErrorCode::kResourceExhausted, path, " is ", n, " bytes; the limit for this file is ", max_bytes);
+  in.seekg(0);
+  std::string s(static_cast<size_t>(n), '\0');
+  if (n > 0 && !in.read(s.data(), n)) Fail(ErrorCode::kInternal, "cannot read ", path);
+  return s;
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string JoinPath(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (a.back() == '/') return a + b;
+  return a + "/" + b;
+}
+
+}  // namespace hymt

@@ -1,0 +1,44 @@
+#include "core/status.h"
+#include "ops/ops.h"
+
+namespace hymt {
+
+std::string DeviceName(DeviceId d) {
+  return d.kind == DeviceKind::kCpu ? std::string("cpu") : StrCat("cuda:", d.index);
+}
+
+Tensor Tensor::Rows(int64_t begin, int64_t n) const {
+  HYMT_CHECK(begin >= 0 && n >= 0 && begin + n <= rows, "rows ", begin, "+", n, " of ", rows);
+  Tensor t = *this;
+  t.data = static_cast<char*>(data) + static_cast<size_t>(begin) * RowBytes();
+  t.rows = n;
+  return t;
+}
+
+Tensor Tensor::Reshaped(int64_t new_rows, int64_t new_cols) const {
+  HYMT_CHECK(stride == cols && new_rows * new_cols == rows * cols, "reshape of a non-contiguous tensor");
+  Tensor t = *this;
+  t.rows = new_rows;
+  t.cols = new_cols;
+  t.stride = new_cols;
+  return t;
+}
+
+void StepBatch::AddSeq(int32_t n_rows, int32_t n_past, std::span<const int32_t> page_table) {
+  Seq s;
+  s.first_row = this->n_rows();
+  s.n_rows = n_rows;
+  s.n_past = n_past;
+  s.first_page = static_cast<int32_t>(pages.size());
+  s.n_pages = static_cast<int32_t>(page_table.size());
+  HYMT_CHECK(static_cast<int64_t>(s.n_pages) * page_size >= n_past + n_rows, "page table too short");
+  pages.insert(pages.end(), page_table.begin(), page_table.end());
+  int32_t index = static_cast<int32_t>(seqs.size());
+  for (int32_t i = 0; i < n_rows; ++i) {
+    positions.push_back(n_past + i);
+    row_seq.push_back(index);
+  }
+  seqs.push_back(s);
+}
+
+}  // namespace hymt
