@@ -184,8 +184,7 @@ RopeConfig ParseRope(const Fields& top) {
 
 QuantArgs ParseQuantArgs(const Fields& f) {
   QuantArgs args;
-  f.Required("num_bits");
-  args.num_bits = *f.Int("num_bits", 1);
+  args.num_bits = f.Int("num_bits", 1);
   args.type = f.String("type").value_or("");
   args.strategy = f.String("strategy").value_or("");
   args.dynamic = f.Bool("dynamic");

@@ -27,9 +27,9 @@ struct RopeConfig {
 
 // One quantisation argument set of a compressed-tensors config group ("weights", "input_activations").
 struct QuantArgs {
-  int64_t num_bits = 0;
-  std::string type;      // "float" or "int"
-  std::string strategy;  // "tensor", "channel", "group", "block", "token"
+  std::optional<int64_t> num_bits;  // absent: the library default (8 in compressed-tensors)
+  std::string type;                 // "float" or "int"
+  std::string strategy;             // "tensor", "channel", "group", "block", "token"
   std::optional<bool> dynamic;
   std::optional<bool> symmetric;
   std::optional<int64_t> group_size;

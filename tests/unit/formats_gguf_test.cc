@@ -109,6 +109,10 @@ TEST(Gguf, ReadsAHandBuiltFile) {
   EXPECT_EQ(second.file, "t.gguf");
 }
 
+TEST(Gguf, OpenReportsAMissingFile) {
+  EXPECT_HYMT_ERROR(GgufFile::Open(test::TempDir() + "/none.gguf"), ErrorCode::kNotFound, "none.gguf");
+}
+
 TEST(Gguf, AcceptsVersion2AndEmptyFiles) {
   EXPECT_EQ(ParseBytes(Start(0, 0, 2).s)->version(), 2u);
   auto empty = ParseBytes(Start(0, 0).s);

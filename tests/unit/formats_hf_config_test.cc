@@ -151,6 +151,12 @@ TEST(HfConfig, ReadsCompressedTensorsFp8) {
   ASSERT_TRUE(qc.groups[0].input_activations.has_value());
   EXPECT_EQ(qc.groups[0].input_activations->strategy, "tensor");
 
+  c = ParseHfConfig(Config(R"("quantization_config":{"quant_method":"compressed-tensors",)"
+                           R"("config_groups":{"g":{"weights":{"type":"float"}},"h":null}})"),
+                    "c.json");
+  ASSERT_EQ(c.quantization->groups.size(), 1u);
+  EXPECT_FALSE(c.quantization->groups[0].weights->num_bits.has_value());
+
   // The compressed-tensors library's own spelling, "ignore".
   c = ParseHfConfig(
       Config(R"("quantization_config":{"quant_method":"compressed-tensors","ignore":["lm_head","x"]})"),
