@@ -195,6 +195,8 @@ AffineSuperBlock ChooseAffineScales(const float* x, int nmax) {
     int sc[2], mn[2];
     Neighbours(fit[j].scale, d, &sc[0], &sc[1]);
     Neighbours(fit[j].min, dmin, &mn[0], &mn[1]);
+    sb.scale[j] = sc[0];  // kept if no error compares (values so large that the sums overflow)
+    sb.min[j] = mn[0];
     double best = std::numeric_limits<double>::infinity();
     for (int a = 0; a < 2; ++a) {
       for (int b = 0; b < 2; ++b) {
@@ -295,12 +297,14 @@ SymmetricSuperBlock ChooseSymmetricScales(const float* x) {
 void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQKK; ++b, y += kQKK) {
     const float d = F16ToF32(x[b].d), dmin = F16ToF32(x[b].dmin);
-    for (int e = 0; e < kQKK; ++e) {
+    for (int j = 0; j < kSubsA; ++j) {
       int sc, mn;
-      GetKScaleMin(x[b].scales, e / kSubA, &sc, &mn);
+      GetKScaleMin(x[b].scales, j, &sc, &mn);
       const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(mn);
-      const float scaled = d1 * static_cast<float>(Q4KCode(x[b], e));  // exact; the subtraction rounds
-      y[e] = scaled - m1;
+      for (int e = j * kSubA; e < (j + 1) * kSubA; ++e) {
+        const float scaled = d1 * static_cast<float>(Q4KCode(x[b], e));  // exact; the subtraction rounds
+        y[e] = scaled - m1;
+      }
     }
   }
 }
@@ -308,12 +312,14 @@ void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t n) {
 void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQKK; ++b, y += kQKK) {
     const float d = F16ToF32(x[b].d), dmin = F16ToF32(x[b].dmin);
-    for (int e = 0; e < kQKK; ++e) {
+    for (int j = 0; j < kSubsA; ++j) {
       int sc, mn;
-      GetKScaleMin(x[b].scales, e / kSubA, &sc, &mn);
+      GetKScaleMin(x[b].scales, j, &sc, &mn);
       const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(mn);
-      const float scaled = d1 * static_cast<float>(Q5KCode(x[b], e));
-      y[e] = scaled - m1;
+      for (int e = j * kSubA; e < (j + 1) * kSubA; ++e) {
+        const float scaled = d1 * static_cast<float>(Q5KCode(x[b], e));
+        y[e] = scaled - m1;
+      }
     }
   }
 }
