@@ -215,6 +215,7 @@ void Engine::Loop() {
 
 void Engine::Finish(Sequence& s, FinishReason reason, const std::string& error) {
   kv_->pages().Release(s.pages);
+  stat_pages_used_.store(kv_->pages().used());
   GenerationResult r;
   r.tokens = std::move(s.generated);
   r.reason = reason;
