@@ -90,6 +90,21 @@ TEST(Tokenizer, SpecialTokensByName) {
   EXPECT_EQ(t.Encode("<|extra_10|>"), (std::vector<int32_t>{1029 + 10}));
 }
 
+// The bundled demo model's own vocabulary (tools/train_demo.py writes it as hy.tiktoken).
+TEST(Tokenizer, DemoModelVocabulary) {
+  Tokenizer t = Tokenizer::FromModelDir(test::SourceDir() + "/models/demo");
+  const int32_t n_ranks = *t.TokenId("<|endoftext|>");
+  EXPECT_EQ(t.n_tokens(), n_ranks + 210);
+  EXPECT_EQ(t.TokenId("<|eos|>"), n_ranks + 3);
+  const std::string prompt =
+      "<|startoftext|>Translate the following segment into Chinese, without additional "
+      "explanation.\n\nHello, how are you?<|extra_0|>";
+  std::vector<int32_t> ids = t.Encode(prompt);
+  EXPECT_EQ(ids.front(), n_ranks + 1);
+  EXPECT_EQ(ids.back(), n_ranks + 5);
+  EXPECT_EQ(t.Decode(ids), prompt);
+}
+
 TEST(Tokenizer, EmptyAndOddInput) {
   Tokenizer t = Tokenizer::FromTiktokenFile(TinyTiktoken());
   EXPECT_TRUE(t.Encode("").empty());
@@ -254,6 +269,7 @@ TEST(Tokenizer, TiktokenFileErrors) {
       {"IQ== 0\nIg== -1\n", {":2:", "expected"}},
       {"IQ== 0\nIg== 0\n", {":2:", "rank 0", "line 1"}},  // duplicate rank
       {"IQ== 0\nIg== 2\n", {"rank 1 is missing"}},
+      {"IQ== 0\nIg== 2000000000\n", {":2:", "out of range"}},
       {"IQ== 0\nIQ== 1\n", {"line 2", "same bytes", "line 1"}},  // duplicate token
       {"IQ== 0 extra\n", {":1:"}},
   };
@@ -336,6 +352,9 @@ TEST(Tokenizer, TokenizerJsonErrors) {
     EXPECT_NE(at, std::string::npos) << from;
     return s.replace(at, from.size(), to);
   };
+  // Ids 0..258 from 259 entries, but id 5 given twice (vocab and added token): id 256 has nothing.
+  std::string gap = TokenizerJson("", "null", "", ",{\"id\":5,\"content\":\"<x>\"}");
+  gap.replace(gap.find("\"ab\":256"), 8, "\"ab\":258");
   const std::vector<Case> cases = {
       {"{\"model\": [1, 2", ErrorCode::kCorruptData, {"invalid JSON", "line 1"}},
       {"", ErrorCode::kCorruptData, {"invalid JSON"}},
@@ -348,7 +367,8 @@ TEST(Tokenizer, TokenizerJsonErrors) {
        ErrorCode::kCorruptData,
        {"merge 0", "\"ac\""}},
       {replace("\"merges\":[\"a b\"]", "\"merges\":[7]"), ErrorCode::kCorruptData, {"model.merges[0]"}},
-      {replace("\"ab\":256", "\"ab\":300"), ErrorCode::kCorruptData, {"id 256 has no token"}},
+      {replace("\"ab\":256", "\"ab\":300"), ErrorCode::kCorruptData, {"id 300 is out of range"}},
+      {gap, ErrorCode::kCorruptData, {"id 256 has no token"}},
       {replace("\"ab\":256", "\"ab\":-3"), ErrorCode::kCorruptData, {"model.vocab", "-3"}},
       {replace("\"ab\":256", "\"ab\":255"), ErrorCode::kCorruptData, {"id 255"}},
       {replace("\"ab\":256", "\"a\xe4\xb8\xad\":256"), ErrorCode::kCorruptData, {"not byte-level"}},
