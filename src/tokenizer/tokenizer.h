@@ -26,6 +26,13 @@ const char* NormalizationName(Normalization normalization);  // "none", "nfc"
 // Parses "none" or "nfc"; throws Error(kInvalidArgument) naming the accepted values otherwise.
 Normalization ParseNormalization(std::string_view name);
 
+// GPT-2's byte-level spelling of raw bytes (bytes_to_unicode), used by tokenizer.json and GGUF
+// vocabularies: each byte is one character, printable Latin-1 bytes standing for themselves.
+std::string EncodeByteLevel(std::string_view bytes);
+// The bytes that byte-level `text` stands for; false (and *bytes unspecified) when a character is
+// outside the 256-character alphabet or `text` is not valid UTF-8.
+bool DecodeByteLevel(std::string_view text, std::string* bytes);
+
 // Everything that defines a tokenizer, whatever file it came from; the GGUF loader fills one of these.
 struct TokenizerSpec {
   struct AddedToken {

@@ -57,28 +57,25 @@ bool DecodeBase64(std::string_view in, std::string* out) {
 // other 68 bytes for U+0100..U+0143 in byte order.
 class ByteLevelAlphabet {
  public:
-  ByteLevelAlphabet() {
-    std::fill(std::begin(byte_of_), std::end(byte_of_), -1);
-    int next = 256;
-    for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-      byte_of_[printable ? b : next++] = static_cast<int16_t>(b);
-    }
+  static const ByteLevelAlphabet& Get() {
+    static const ByteLevelAlphabet alphabet;
+    return alphabet;
   }
-  // Decodes byte-level text into the bytes it stands for; false when a character is outside the alphabet.
-  bool Decode(std::string_view text, std::string* out) const {
-    out->clear();
-    if (!IsValidUtf8(text)) return false;
-    for (size_t pos = 0; pos < text.size();) {
-      char32_t c = DecodeUtf8(text, &pos);
-      if (c >= kSize || byte_of_[c] < 0) return false;
-      out->push_back(static_cast<char>(byte_of_[c]));
-    }
-    return true;
-  }
+  char32_t CharOf(uint8_t byte) const { return char_of_[byte]; }
+  int ByteOf(char32_t c) const { return c < kSize ? byte_of_[c] : -1; }
 
  private:
   static constexpr char32_t kSize = 256 + 68;
+  ByteLevelAlphabet() {
+    std::fill(std::begin(byte_of_), std::end(byte_of_), -1);
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+      char_of_[b] = printable ? b : next++;
+      byte_of_[char_of_[b]] = static_cast<int16_t>(b);
+    }
+  }
+  char32_t char_of_[256];
   int16_t byte_of_[kSize];
 };
 
@@ -143,6 +140,24 @@ Normalization ParseNormalizer(const JsonFile& file, const Json& n, const std::st
                    StrCat("normalizer type ", Quoted(type), " is not supported (hymt implements NFC)"));
 }
 
+// A split pattern with literal CR, LF and tab characters written as the escapes \r, \n, \t (the same
+// regex): DeepSeek-V3-style tokenizer.json files carry literal CR LF inside [\r\n].
+std::string CanonicalPattern(std::string_view pattern) {
+  std::string out;
+  for (char c : pattern) {
+    if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 SplitRule ParsePreTokenizer(const JsonFile& file, const Json& root) {
   const Json* p = root.Find("pre_tokenizer");
   if (p == nullptr || p->is_null())
@@ -173,7 +188,7 @@ SplitRule ParsePreTokenizer(const JsonFile& file, const Json& root) {
       if (behavior != "Isolated")
         file.Unsupported(field + ".behavior", StrCat(Quoted(behavior), ", expected \"Isolated\""));
       if (file.Flag(*item, "invert", false, field + ".invert")) file.Unsupported(field + ".invert", "true");
-      patterns.push_back(regex->AsString());
+      patterns.push_back(CanonicalPattern(regex->AsString()));
     } else if (type == "ByteLevel") {
       // HF's defaults are true for both; hymt's rules need both off.
       if (file.Flag(*item, "use_regex", true, field + ".use_regex"))
@@ -199,6 +214,25 @@ SplitRule ParsePreTokenizer(const JsonFile& file, const Json& root) {
 }
 
 }  // namespace
+
+bool DecodeByteLevel(std::string_view text, std::string* bytes) {
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  bytes->clear();
+  if (!IsValidUtf8(text)) return false;
+  for (size_t pos = 0; pos < text.size();) {
+    int b = alphabet.ByteOf(DecodeUtf8(text, &pos));
+    if (b < 0) return false;
+    bytes->push_back(static_cast<char>(b));
+  }
+  return true;
+}
+
+std::string EncodeByteLevel(std::string_view bytes) {
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  std::string text;
+  for (char c : bytes) AppendUtf8(alphabet.CharOf(static_cast<uint8_t>(c)), &text);
+  return text;
+}
 
 Tokenizer Tokenizer::FromTiktokenFile(const std::string& path) {
   const std::string data = ReadFile(path);
@@ -336,14 +370,13 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
     spec.tokens[id] = content;
     defined[id] = 2;
   }
-  const ByteLevelAlphabet alphabet;
   std::string bytes;
   for (const auto& [text, id_json] : vocab.AsObject()) {
     int32_t id = file.Id(id_json, "model.vocab");
     if (defined[id] == 1)
       file.Bad("model.vocab", StrCat("id ", id, " is given to two entries, one is ", Quoted(text)));
     if (defined[id] == 2) continue;
-    if (!alphabet.Decode(text, &bytes))
+    if (!DecodeByteLevel(text, &bytes))
       file.Bad("model.vocab", StrCat("entry ", Quoted(text), " (id ", id, ") is not byte-level text"));
     spec.tokens[id] = bytes;
     defined[id] = 1;
@@ -374,7 +407,7 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
     } else {
       file.Bad(field(), StrCat("expected \"left right\" or [left, right], found ", m.Dump()));
     }
-    if (!alphabet.Decode(a, &left) || !alphabet.Decode(b, &right) || left.empty() || right.empty())
+    if (!DecodeByteLevel(a, &left) || !DecodeByteLevel(b, &right) || left.empty() || right.empty())
       file.Bad(field(), "not two byte-level tokens");
     spec.merges.emplace_back(left, right);
   }

@@ -310,6 +310,18 @@ std::string TokenizerJson(const std::string& pre, const std::string& normalizer 
                 "}}");
 }
 
+TEST(Tokenizer, ByteLevelSpelling) {
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  EXPECT_EQ(EncodeByteLevel(all), test::ByteLevelSpelling(all));
+  EXPECT_EQ(EncodeByteLevel(" hello\n"), "\u0120hello\u010a");  // Ġhello Ċ
+  std::string bytes;
+  ASSERT_TRUE(DecodeByteLevel(EncodeByteLevel(all), &bytes));
+  EXPECT_EQ(bytes, all);
+  EXPECT_FALSE(DecodeByteLevel("a\u0144", &bytes));  // one past the alphabet
+  EXPECT_FALSE(DecodeByteLevel("\xff", &bytes));     // not UTF-8
+}
+
 TEST(Tokenizer, TokenizerJsonVariants) {
   Tokenizer t = Tokenizer::FromTokenizerJson(WriteTemp("tokenizer.json", TokenizerJson("")));
   EXPECT_EQ(t.n_tokens(), 258);
@@ -320,11 +332,16 @@ TEST(Tokenizer, TokenizerJsonVariants) {
   t = Tokenizer::FromTokenizerJson(WriteTemp(
       "tokenizer.json", TokenizerJson("", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"}]}")));
   EXPECT_EQ(t.normalization(), Normalization::kNfc);
-  // The hunyuan-dense three passes are recognised.
+  // The hunyuan-dense three passes are recognised, also with literal CR LF inside [\r\n] as
+  // DeepSeek-V3-style files write them.
   std::string dense = "{\"type\":\"Sequence\",\"pretokenizers\":[";
-  for (std::string_view p : kHunyuanDenseSplitRegexes)
+  for (std::string_view regex : kHunyuanDenseSplitRegexes) {
+    std::string p(regex);
+    for (size_t at; (at = p.find("\\r\\n")) != std::string::npos;) p.replace(at, 4, "\r\n");
     dense += StrCat("{\"type\":\"Split\",\"pattern\":{\"Regex\":", Json(p).Dump(),
                     "},\"behavior\":\"Isolated\"},");
+  }
+  EXPECT_NE(dense.find("\\r\\n"), std::string::npos);  // JSON escapes of the literal characters
   dense += "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}";
   t = Tokenizer::FromTokenizerJson(WriteTemp("tokenizer.json", TokenizerJson(dense)));
   EXPECT_EQ(t.split_rule(), SplitRule::kHunyuanDense);
