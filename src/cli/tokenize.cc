@@ -1,4 +1,4 @@
-#include "cli/tokenize.h"
+#include "cli/commands.h"
 
 #include <charconv>
 #include <cstdio>
