@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"tokenize", hymt::RunTokenize, "text to token ids (or --decode ids to text)"},
     {"generate", hymt::RunGenerate, "complete a raw prompt (chat template applied with --chat)"},
     {"score", hymt::RunScore, "score translations against references (BLEU, chrF, chrF++)"},
+    {"quantize", hymt::RunQuantize, "write a GGUF file in another weight format"},
     {"make-random", hymt::RunMakeRandom, "write a random-weight checkpoint of a real shape"},
 };
 
