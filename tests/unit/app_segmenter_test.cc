@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
@@ -225,6 +226,30 @@ TEST(SentenceSegmenter, LongSentencesAreCut) {
     EXPECT_GE(Translated(segments).size(), 2u) << code;
   }
   EXPECT_THROW(CreateSentenceSegmenter(SentenceSegmenterOptions{.max_segment_chars = 2}), Error);
+}
+
+// One segmenter serves many threads (the server's HTTP threads), languages mixed.
+TEST(SentenceSegmenter, ThreadSafe) {
+  auto segmenter = CreateSentenceSegmenter();
+  const std::vector<std::pair<std::string, std::string>> cases = {{"en", "One. Two! Three?"},
+                                                                  {"zh", "一。二！三？"},
+                                                                  {"bo", "ཁོང་ཚོ་ཡིན། ང་ཡང་ཡིན། དེ་རེད།"},
+                                                                  {"th", "สวัสดี ครับ"}};
+  std::vector<std::vector<Segment>> expected;
+  for (const auto& [code, text] : cases) expected.push_back(segmenter->Split(text, RequireLanguage(code)));
+  std::vector<int> wrong(8, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        size_t c = static_cast<size_t>(t + i) % cases.size();
+        auto got = segmenter->Split(cases[c].second, RequireLanguage(cases[c].first));
+        wrong[t] += Translated(got) != Translated(expected[c]);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int w : wrong) EXPECT_EQ(w, 0);
 }
 
 }  // namespace
