@@ -142,6 +142,7 @@ class SqliteCache : public TranslationCache {
   ~SqliteCache() override { sqlite3_close_v2(db_); }
 
   std::optional<std::string> Get(const CacheKey& key) override {
+    // Serialized and hashed outside the lock: only SQLite work is serialized.
     std::string serialized = SerializeKey(key);
     std::lock_guard<std::mutex> lock(mu_);
     if (stats_.disabled) return std::nullopt;
@@ -150,6 +151,7 @@ class SqliteCache : public TranslationCache {
     int rc = get_.Step();
     std::optional<std::string> found;
     if (rc == SQLITE_ROW) {
+      // Expired rows wait for Prune; a different key under the same hash is a collision.
       bool fresh = options_.ttl_seconds == 0 || get_.Int(2) > Now() - options_.ttl_seconds;
       if (fresh && get_.Blob(0) == serialized) found = std::string(get_.Blob(1));
     } else if (rc != SQLITE_DONE) {
@@ -189,6 +191,7 @@ class SqliteCache : public TranslationCache {
       ++stats_.entries;
       stats_.bytes += bytes;
     }
+    // Pruning to 90% of a bound, not to the bound, keeps it from running on every Put.
     bool over = (options_.max_entries > 0 && stats_.entries > options_.max_entries) ||
                 (options_.max_bytes > 0 && stats_.bytes > options_.max_bytes);
     if (over || Now() - last_sweep_ >= kSweepIntervalSeconds) PruneLocked();
@@ -268,6 +271,7 @@ class SqliteCache : public TranslationCache {
       }
       if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Report(rc, "listing the oldest entries");
     }
+    // One transaction: one fsync for the whole batch, and other processes never see half of it.
     if (!Exec("BEGIN IMMEDIATE", "pruning")) return;
     for (int64_t hash : doomed) {
       auto in_use = delete_.Use();
@@ -353,6 +357,8 @@ std::unique_ptr<TranslationCache> TranslationCache::Open(const TranslationCacheO
   try {
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, kBusyTimeoutMs);
+    // The first read: a file that is not a database fails here. A database with other tables is not
+    // ours to write into.
     std::vector<std::string> tables = Tables(db, options.path);
     bool ours = std::find(tables.begin(), tables.end(), "hymt_cache_meta") != tables.end();
     if (!tables.empty() && !ours)

@@ -377,6 +377,10 @@ bool OptsOut(std::string_view s, const HtmlTag& tag) {
   return false;
 }
 
+// One pass over the document: text runs between markup are translated unless they sit inside an
+// element that opts out (code, pre, translate="no" ...). Only one such element is tracked, with the
+// nesting of its own name counted; a document that never closes it stays untranslated to the end, the
+// safe side for malformed input.
 class HtmlSplitter {
  public:
   explicit HtmlSplitter(std::string_view s) : s_(s) {}
@@ -451,8 +455,9 @@ class HtmlSplitter {
       skip_name_ = tag.name;
       skip_depth_ = 1;
     }
+    // Raw text is not parsed for tags ("</div>" in a JavaScript string is not an end tag); it runs to
+    // "</name" followed by a space, '/' or '>' (any case), or to the end (plaintext always does).
     if (!IsRawTextElement(tag.name) || end >= s_.size()) return end;
-    // Raw text runs to "</name" followed by a space, '/' or '>' (any case), or to the end.
     size_t close = end;
     for (;;) {
       close = s_.find("</", close);
@@ -467,7 +472,7 @@ class HtmlSplitter {
       close += 2;
     }
     std::string_view raw = s_.substr(end, close - end);
-    if (tag.name == "title" && skip_depth_ == 0) {
+    if (tag.name == "title" && skip_depth_ == 0) {  // the one raw-text element that holds prose
       out_.Text(raw, MarkupEscape::kHtmlText, DecodeHtmlEntities);
     } else {
       out_.Keep(raw);
@@ -475,7 +480,8 @@ class HtmlSplitter {
     return close;
   }
 
-  // A start tag, with the values of its translatable attributes as pieces of their own.
+  // A start tag, with the values of its translatable attributes as pieces of their own. Only quoted
+  // values: an unquoted one ends at a space, so a translation with spaces would break the tag.
   void EmitStartTag(size_t lt, const HtmlTag& tag, bool no_translate) {
     size_t done = lt;
     if (!no_translate) {
@@ -498,6 +504,7 @@ class HtmlSplitter {
 
 // ---- Markdown --------------------------------------------------------------------------------------
 
+// Backslash escapes and entity references are for Markdown's reader, not text for the model.
 std::string DecodeMarkdownText(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -518,6 +525,8 @@ std::string DecodeMarkdownText(std::string_view s) {
   return out;
 }
 
+// The inverse of DecodeMarkdownText for a translation: what would read as markup (emphasis, code,
+// links, tags, entities, table pipes) gets a backslash, so the translation shows as the text it is.
 std::string EscapeMarkdown(std::string_view text, bool line_start) {
   std::string out;
   out.reserve(text.size() + 8);
@@ -750,7 +759,8 @@ bool HtmlBlockEnds(int kind, std::string_view line) {
   }
 }
 
-// Inline content of one line (or table cell): markup out, text in.
+// Inline content of a paragraph, heading or table cell: markup out, text in. Code spans and brackets are
+// matched up front (each in one pass), so the scan itself never looks back.
 class InlineSplitter {
  public:
   InlineSplitter(std::string_view s, bool line_start, Pieces* out)
@@ -773,6 +783,8 @@ class InlineSplitter {
       text = q = to;
     };
     size_t span = 0;  // next code span
+    // In CommonMark's order of precedence: code spans, then link tails, escapes, tags and autolinks,
+    // link openers, emphasis runs, bare URLs.
     while (q < s_.size()) {
       while (span < spans_.size() && spans_[span].first < q) ++span;
       if (span < spans_.size() && spans_[span].first == q) {
@@ -986,6 +998,9 @@ class InlineSplitter {
   std::unordered_map<size_t, size_t> link_tails_;  // at a link text's ']': the end of "](...)" / "][...]"
 };
 
+// Blocks, line by line (CommonMark's container and leaf blocks, simplified): each line is markup
+// (fences, code, HTML blocks, rules, reference definitions), a heading, a table row, or paragraph text;
+// block-quote and list markers before it are markup.
 class MarkdownSplitter {
  public:
   explicit MarkdownSplitter(std::string_view s) : s_(s), lines_(SplitLines(s)) {}
@@ -1035,6 +1050,8 @@ class MarkdownSplitter {
   void ProcessLine(size_t i) {
     std::string_view line = Content(i);
     if (fence_len_ > 0) {
+      // Inside a fence everything is code; the closing fence (same character, at least as long) may sit
+      // in the same block quote.
       KeepLine(i);
       std::string_view t = TrimLeft(line);
       while (!t.empty() && t[0] == '>') t = TrimLeft(t.substr(1));
@@ -1054,6 +1071,8 @@ class MarkdownSplitter {
       paragraph_ = table_ = false;
       return;
     }
+    // Four columns of indentation start code only after a blank line and outside lists (in a list they
+    // continue an item; after paragraph text they continue the paragraph).
     int indent = Indent(line);
     if (indent >= 4 && !paragraph_ && !table_ && !list_ && blank_before_) {
       KeepLine(i);  // indented code
@@ -1072,7 +1091,7 @@ class MarkdownSplitter {
         continuation = false;
         continue;
       }
-      if (IsRule(rest)) break;
+      if (IsRule(rest)) break;  // "- - -" and "* * *" are rules, not list items
       size_t marker = ListMarker(rest);
       if (marker == 0) break;
       p += marker;
