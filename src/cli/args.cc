@@ -27,6 +27,8 @@ bool Args::Parse(int argc, char** argv, int first) {
   bool options_done = false;
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
+    // Single-letter options may be written "-o VALUE" as well as "--o VALUE".
+    if (!options_done && a.size() == 2 && a[0] == '-' && specs_.count(a.substr(1))) a = "-" + a;
     if (options_done || a.size() < 3 || a.compare(0, 2, "--") != 0) {
       if (a == "--") {
         options_done = true;

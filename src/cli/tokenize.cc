@@ -1,4 +1,4 @@
-#include "cli/tokenize.h"
+#include "cli/commands.h"
 
 #include <charconv>
 #include <cstdio>
@@ -62,7 +62,8 @@ Tokenizer LoadTokenizer(const Args& args) {
   return Tokenizer::FromTiktokenFile(args.vocab);
 }
 
-// The ids of one --decode input line; throws naming the line on anything that is not an id.
+// The ids of one --decode input line (separated by spaces or tabs); throws naming the line on anything
+// that is not an id.
 std::vector<int32_t> ParseIds(const std::string& line, size_t line_no) {
   std::vector<int32_t> ids;
   size_t pos = 0;
@@ -99,12 +100,13 @@ int RunTokenize(int argc, char** argv) {
   try {
     Tokenizer tokenizer = LoadTokenizer(*args);
     if (args->normalize) tokenizer.SetNormalization(*args->normalize);
+    // Lines are split on '\n' only, so a '\r' stays part of the text, as in the FLORES goldens.
     std::ios::sync_with_stdio(false);
     std::string line, out;
     for (size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
       if (args->decode) {
         std::vector<int32_t> ids = ParseIds(line, line_no);
-        try {
+        try {  // an id out of range: say which line
           out = tokenizer.Decode(ids);
         } catch (const Error& e) {
           Fail(e.code(), "stdin line ", line_no, ": ", e.what());

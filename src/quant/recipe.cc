@@ -17,7 +17,8 @@ struct Recipe {
 constexpr Recipe kRecipes[] = {
     {"q4_k_m", DType::kQ4_K, true}, {"q5_k_m", DType::kQ5_K, true}, {"q8_0", DType::kQ8_0, false},
     {"q6_k", DType::kQ6_K, false},  {"q4_0", DType::kQ4_0, false},  {"bf16", DType::kBF16, false},
-    {"f16", DType::kF16, false},
+    {"f16", DType::kF16, false},    {"f32", DType::kF32, false},  {"q4_1", DType::kQ4_1, false},
+    {"q5_0", DType::kQ5_0, false},  {"q5_1", DType::kQ5_1, false},
 };
 
 constexpr std::string_view kMatrixRoles[] = {"token_embd",  "output",   "attn_q", "attn_k",  "attn_v",
@@ -68,7 +69,7 @@ DType MixedTypeFor(std::string_view recipe, std::string_view tensor_role, int la
   const Recipe* r = FindRecipe(recipe);
   if (r == nullptr)
     Fail(ErrorCode::kInvalidArgument, "unknown quantisation recipe '", recipe,
-         "' (expected q4_k_m, q5_k_m, q8_0, q6_k, q4_0, bf16 or f16)");
+         "' (expected q4_k_m, q5_k_m, q8_0, q6_k, q5_0, q5_1, q4_0, q4_1, bf16, f16 or f32)");
   if (Contains(kNormRoles, tensor_role)) return DType::kF32;
   if (!Contains(kMatrixRoles, tensor_role))
     Fail(ErrorCode::kInvalidArgument, "unknown tensor role '", tensor_role, "' for recipe ", recipe);

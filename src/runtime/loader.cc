@@ -13,7 +13,6 @@
 #include "core/logging.h"
 #include "core/mapped_file.h"
 #include "core/status.h"
-#include "core/utf8.h"
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
@@ -244,25 +243,11 @@ LoadedModel LoadHfFolder(const std::string& dir, const LoadOptions& options) {
   return m;
 }
 
-// GPT-2's byte-level alphabet, as GGUF's "gpt2" tokenizer model stores token text.
+// GGUF's "gpt2" tokenizer model stores token text in GPT-2's byte-level spelling.
 std::string ByteLevelToBytes(const std::string& text, const std::string& where) {
-  static const std::vector<int> kCodeToByte = [] {
-    std::vector<int> map(512, -1);
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-      map[printable ? b : 256 + n++] = b;
-    }
-    return map;
-  }();
   std::string out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    char32_t cp = DecodeUtf8(text, &pos);
-    if (cp >= kCodeToByte.size() || kCodeToByte[cp] < 0)
-      Fail(ErrorCode::kCorruptData, where, ": token text '", text.substr(0, 40), "' is not byte-level");
-    out.push_back(static_cast<char>(kCodeToByte[cp]));
-  }
+  if (!DecodeByteLevel(text, &out))
+    Fail(ErrorCode::kCorruptData, where, ": token text '", text.substr(0, 40), "' is not byte-level");
   return out;
 }
 

@@ -1,5 +1,4 @@
-// The files of web/ (the translation page), embedded into the binary at build time by
-// cmake/embed_web.cmake, so the server needs no files at run time.
+// The web page's files (web/*), embedded into the binary at build time by cmake/embed_web.cmake.
 #pragma once
 
 #include <cstddef>
@@ -9,11 +8,11 @@ namespace hymt {
 
 struct WebAsset {
   const char* name;  // file name inside web/, e.g. "index.html"
-  const char* data;  // the bytes (followed by a NUL that `size` does not count)
+  const char* data;  // contents (not NUL-terminated by contract; `size` bytes)
   size_t size;
 };
 
-// Every embedded file, sorted by name.
+// All embedded files, sorted by name.
 const std::vector<WebAsset>& WebAssets();
 
 }  // namespace hymt

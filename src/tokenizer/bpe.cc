@@ -15,6 +15,7 @@ size_t TableSize(size_t count) {
   return size;
 }
 
+// Token bytes for an error message: ASCII as is, anything else as \xNN.
 std::string Printable(std::string_view bytes) {
   std::string out;
   for (unsigned char c : bytes) {
@@ -57,6 +58,9 @@ BpeModel::BpeModel(std::vector<std::string> tokens, const std::vector<bool>& ord
                    const Where& where)
     : tokens_(std::move(tokens)), whole_piece_first_(rule == Rule::kRanks || ignore_merges) {
   HYMT_CHECK(ordinary.size() == tokens_.size());
+  if (merges.size() >= static_cast<size_t>(INT32_MAX))
+    Fail(ErrorCode::kCorruptData, merges.size(), " merges is more than priorities can hold");
+  // Only ordinary tokens are reachable by BPE; added tokens are matched in the text before splitting.
   size_t n_ordinary = std::count(ordinary.begin(), ordinary.end(), true);
   index_.assign(TableSize(n_ordinary), {0, -1});
   index_mask_ = index_.size() - 1;
@@ -67,6 +71,8 @@ BpeModel::BpeModel(std::vector<std::string> tokens, const std::vector<bool>& ord
   // Collect the pairs first so that the table is sized once.
   std::vector<PairSlot> found;
   if (rule == Rule::kRanks) {
+    // tiktoken merges any two adjacent parts whose concatenation is a token, lowest rank first. The
+    // parts are always tokens, so every such merge is some split of a token into two tokens.
     for (int32_t id = 0; id < n_tokens(); ++id) {
       if (!ordinary[id]) continue;
       std::string_view t = tokens_[id];
@@ -94,12 +100,20 @@ BpeModel::BpeModel(std::vector<std::string> tokens, const std::vector<bool>& ord
                        static_cast<int32_t>(i), merged});
     }
   }
+  // The pair table, its filter, and the dense table of byte pairs (a piece's first lookups).
   pairs_.assign(TableSize(found.size()), {kEmptyKey, 0, 0});
   pair_mask_ = pairs_.size() - 1;
   pair_shift_ = 64 - __builtin_ctzll(pairs_.size());
-  for (const PairSlot& p : found)
+  size_t filter_bits = 64;
+  while (filter_bits < found.size() * kFilterBitsPerPair) filter_bits *= 2;
+  pair_filter_.assign(filter_bits / 64, 0);
+  filter_mask_ = filter_bits - 1;
+  for (const PairSlot& p : found) {
+    size_t bit = ((p.key * 0x9e3779b97f4a7c15ull) >> kFilterShift) & filter_mask_;
+    pair_filter_[bit >> 6] |= uint64_t{1} << (bit & 63);
     InsertPair(static_cast<int32_t>(p.key >> 32), static_cast<int32_t>(p.key & 0xffffffffu), p.priority,
                p.merged);
+  }
   byte_pairs_.assign(65536, {-1, -1});
   for (int a = 0; a < 256; ++a) {
     for (int b = 0; b < 256; ++b) {
@@ -110,6 +124,8 @@ BpeModel::BpeModel(std::vector<std::string> tokens, const std::vector<bool>& ord
   }
 }
 
+// Index slots keep the high half of the hash, so that most mismatches are rejected without touching
+// the token's bytes.
 void BpeModel::AddToIndex(int32_t id, const Where& where) {
   std::string_view bytes = tokens_[id];
   if (bytes.empty()) Fail(ErrorCode::kCorruptData, where(id), ": token ", id, " is empty");
@@ -150,6 +166,7 @@ void BpeModel::InsertPair(int32_t left, int32_t right, int32_t priority, int32_t
 
 namespace {
 
+// Heap order: the candidate with the smallest key (priority, then byte offset) is on top.
 bool Later(const BpeScratch::Candidate& a, const BpeScratch::Candidate& b) {
   return a.key > b.key;
 }
@@ -170,7 +187,14 @@ void BpeModel::PushCandidate(const BpeScratch::Symbol* symbols, int32_t left, Bp
     Push(scratch, slot->priority, left, symbols[left].id, right, symbols[right].id, slot->merged);
 }
 
+// Merging runs over a doubly linked list of symbols indexed by their first byte, with a min-heap of
+// candidate merges: O(n log n) for a piece of n bytes, so that even a megabyte-long piece (a line of
+// '=' or of emoji) costs little. Candidates are not removed when a merge invalidates them; they are
+// recognised as stale when popped.
 void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>* out, BpeScratch* scratch) const {
+  if (piece.size() >= static_cast<size_t>(INT32_MAX))
+    Fail(ErrorCode::kInvalidArgument, "a piece of ", piece.size(),
+         " bytes is more than BPE offsets can hold");
   const int32_t n = static_cast<int32_t>(piece.size());
   auto byte_id = [&](int32_t i) {
     int32_t id = byte_ids_[static_cast<uint8_t>(piece[i])];
@@ -183,7 +207,7 @@ void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>* out, Bp
     out->push_back(byte_id(0));
     return;
   }
-  if (whole_piece_first_) {
+  if (whole_piece_first_) {  // tiktoken: a piece that is a token is never split
     int32_t id = Find(piece);
     if (id >= 0) {
       out->push_back(id);
@@ -207,6 +231,7 @@ void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>* out, Bp
     BpeScratch::Symbol& l = symbols[left];
     // Stale candidates (a side already merged elsewhere) are skipped.
     if (l.id != c.left_id || l.next != c.right || symbols[c.right].id != c.right_id) continue;
+    // Merge: the left symbol absorbs the right one, then its new neighbours become candidates.
     BpeScratch::Symbol& r = symbols[c.right];
     l.id = c.merged;
     l.next = r.next;

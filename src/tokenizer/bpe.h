@@ -75,7 +75,10 @@ class BpeModel {
   void InsertPair(int32_t left, int32_t right, int32_t priority, int32_t merged);
   const PairSlot* FindPair(int32_t left, int32_t right) const {
     uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
-    for (size_t i = (key * 0x9e3779b97f4a7c15ull) >> pair_shift_;; i = (i + 1) & pair_mask_) {
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    size_t bit = (h >> kFilterShift) & filter_mask_;
+    if (!(pair_filter_[bit >> 6] >> (bit & 63) & 1)) return nullptr;
+    for (size_t i = h >> pair_shift_;; i = (i + 1) & pair_mask_) {
       const PairSlot& s = pairs_[i];
       if (s.key == key) return &s;
       if (s.key == kEmptyKey) return nullptr;
@@ -93,6 +96,13 @@ class BpeModel {
   size_t index_mask_ = 0;
 
   std::vector<PairSlot> pairs_;  // open addressing, power-of-two size
+  // One bit per hash value (bits 20.. of the pair hash) of every pair: most pairs looked up during a
+  // merge are not in the map, and this small table (16 bits per pair) answers those without touching
+  // the large one.
+  static constexpr int kFilterShift = 20;
+  static constexpr size_t kFilterBitsPerPair = 16;
+  std::vector<uint64_t> pair_filter_;
+  size_t filter_mask_ = 0;
   // The pairs of two single-byte tokens by (first byte << 8 | second byte), priority -1 when they do
   // not merge: a piece's first lookups, from a table small enough to stay in cache.
   struct BytePair {

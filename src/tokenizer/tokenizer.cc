@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <set>
 #include <unordered_map>
 
@@ -27,34 +28,37 @@ uint64_t NextInstanceId() {
   return next.fetch_add(1);
 }
 
-// Piece bytes -> ids, open addressing. Emptying is O(1): a slot counts only when its generation is the
-// table's current one.
+// Piece bytes -> ids, open addressing. Each entry's piece bytes and ids sit together in one record, so
+// a hit touches two cache lines: the slot and the record. Emptying is O(1): a slot counts only when
+// its generation is the table's current one.
 class PieceTable {
  public:
-  // The ids of `piece`, or an empty span when absent.
-  std::span<const int32_t> Find(std::string_view piece, uint64_t hash) const {
-    if (slots_.empty()) return {};
+  // Appends the ids of `piece` to *out and returns true when present.
+  bool Find(std::string_view piece, uint64_t hash, std::vector<int32_t>* out) const {
+    if (slots_.empty()) return false;
+    const uint32_t tag = static_cast<uint32_t>(hash >> 32);
     for (size_t i = hash & (kCacheSlots - 1);; i = (i + 1) & (kCacheSlots - 1)) {
       const Slot& s = slots_[i];
-      if (s.generation != generation_) return {};
-      if (s.hash == hash && std::string_view(keys_).substr(s.key_offset, s.key_len) == piece)
-        return {ids_.data() + s.ids_offset, s.n_ids};
+      if (s.generation != generation_) return false;
+      if (s.tag != tag || s.key_len != piece.size()) continue;
+      const char* record = records_.data() + s.offset;
+      if (std::memcmp(record, piece.data(), piece.size()) != 0) continue;
+      size_t at = out->size();
+      out->resize(at + s.n_ids);
+      std::memcpy(out->data() + at, record + s.key_len, s.n_ids * sizeof(int32_t));
+      return true;
     }
   }
 
-  // Requires !full() and 0 < n_ids, piece.size() < 65536.
+  // Requires !full(), piece.size() <= kMaxCachedPieceBytes and 0 < n_ids < 65536.
   void Insert(std::string_view piece, uint64_t hash, const int32_t* ids, size_t n_ids) {
     if (slots_.empty()) slots_.assign(kCacheSlots, Slot{});
     size_t i = hash & (kCacheSlots - 1);
     while (slots_[i].generation == generation_) i = (i + 1) & (kCacheSlots - 1);
-    slots_[i] = {hash,
-                 generation_,
-                 static_cast<uint32_t>(keys_.size()),
-                 static_cast<uint32_t>(ids_.size()),
-                 static_cast<uint16_t>(piece.size()),
-                 static_cast<uint16_t>(n_ids)};
-    keys_.append(piece);
-    ids_.insert(ids_.end(), ids, ids + n_ids);
+    slots_[i] = {static_cast<uint32_t>(hash >> 32), generation_, static_cast<uint32_t>(records_.size()),
+                 static_cast<uint16_t>(piece.size()), static_cast<uint16_t>(n_ids)};
+    records_.append(piece);
+    records_.append(reinterpret_cast<const char*>(ids), n_ids * sizeof(int32_t));
     ++count_;
   }
 
@@ -62,21 +66,19 @@ class PieceTable {
 
   void Clear() {
     ++generation_;
-    keys_.clear();
-    ids_.clear();
+    records_.clear();
     count_ = 0;
   }
 
  private:
   struct Slot {
-    uint64_t hash = 0;
+    uint32_t tag = 0;  // high half of the piece hash (the low half picked the slot)
     uint32_t generation = 0;
-    uint32_t key_offset = 0, ids_offset = 0;
+    uint32_t offset = 0;  // of the record: piece bytes, then the ids (unaligned int32)
     uint16_t key_len = 0, n_ids = 0;
   };
   std::vector<Slot> slots_;  // [kCacheSlots] once used
-  std::string keys_;         // piece bytes, back to back
-  std::vector<int32_t> ids_;
+  std::string records_;
   size_t count_ = 0;
   uint32_t generation_ = 1;  // slots start at generation 0: empty
 };
@@ -88,15 +90,9 @@ class PieceCache {
  public:
   // Appends the ids of `piece` to *out and returns true when cached.
   bool Lookup(std::string_view piece, uint64_t hash, std::vector<int32_t>* out) {
-    std::span<const int32_t> ids = current_.Find(piece, hash);
-    if (!ids.empty()) {
-      out->insert(out->end(), ids.begin(), ids.end());
-      return true;
-    }
-    ids = previous_.Find(piece, hash);
-    if (ids.empty()) return false;
+    if (current_.Find(piece, hash, out)) return true;
     size_t before = out->size();
-    out->insert(out->end(), ids.begin(), ids.end());
+    if (!previous_.Find(piece, hash, out)) return false;
     Insert(piece, hash, out->data() + before, out->size() - before);
     return true;
   }
@@ -130,6 +126,8 @@ struct EncodeState {
   std::string normalized;
 };
 
+// This thread's state, its cache switched to `owner`'s (a tokenizer not seen lately takes the least
+// recently used cache, emptied).
 EncodeState& ThreadEncodeState(uint64_t owner) {
   thread_local EncodeState state;
   int slot = 0;
@@ -204,6 +202,7 @@ struct Tokenizer::Impl {
 
 Tokenizer::Impl::Impl(TokenizerSpec&& spec)
     : source(spec.source), split_rule(spec.split_rule), instance_id(NextInstanceId()) {
+  // Validate the added tokens, then build the BPE model over the others.
   const int64_t n = static_cast<int64_t>(spec.tokens.size());
   if (n == 0) Fail(ErrorCode::kCorruptData, source, ": the vocabulary has no tokens");
   if (n > INT32_MAX) Fail(ErrorCode::kCorruptData, source, ": ", n, " tokens is more than ids can hold");
@@ -226,6 +225,8 @@ Tokenizer::Impl::Impl(TokenizerSpec&& spec)
   } catch (const Error& e) {
     Fail(e.code(), source, ": ", e.what());
   }
+  // The matcher for added tokens in text: candidates start at a byte some added token starts with, and
+  // each distinct length is tried, longest first (there are few: 7 for the Hunyuan specials).
   std::set<size_t, std::greater<size_t>> lengths;
   for (const auto& a : spec.added_tokens) {
     std::string_view text = bpe->token(a.id);
@@ -270,7 +271,9 @@ Tokenizer Tokenizer::FromSpec(TokenizerSpec spec) {
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool parse_special) const {
   std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
+  ids.reserve(text.size() / 3 + 4);  // about 2.4 bytes per token on FLORES
+  // Added tokens first, as tiktoken and HF do: the text between them is split and encoded on its own,
+  // so a split rule's lookahead never sees past a special token.
   size_t pos = 0;
   while (pos < text.size()) {
     Impl::AddedMatch m = impl_->FindAdded(text, pos, parse_special);
@@ -292,6 +295,7 @@ void Tokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) con
   }
   state.pieces.clear();
   SplitText(impl_->split_rule, text, &state.pieces);
+  // Single bytes need no cache; long pieces rarely repeat.
   const BpeModel& bpe = *impl_->bpe;
   for (std::string_view piece : state.pieces) {
     if (piece.size() == 1 || piece.size() > kMaxCachedPieceBytes) {
@@ -348,6 +352,7 @@ std::string StreamDecoder::Push(int32_t id) {
   if (id < 0 || id >= tokenizer_->n_tokens())
     Fail(ErrorCode::kInvalidArgument, "token id ", id, " is outside [0, ", tokenizer_->n_tokens(), ")");
   pending_ += tokenizer_->TokenBytes(id);
+  // Emit every complete character; stop at a tail that more bytes could still complete.
   std::string out;
   size_t i = 0;
   while (i < pending_.size()) {

@@ -57,28 +57,25 @@ bool DecodeBase64(std::string_view in, std::string* out) {
 // other 68 bytes for U+0100..U+0143 in byte order.
 class ByteLevelAlphabet {
  public:
-  ByteLevelAlphabet() {
-    std::fill(std::begin(byte_of_), std::end(byte_of_), -1);
-    int next = 256;
-    for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-      byte_of_[printable ? b : next++] = static_cast<int16_t>(b);
-    }
+  static const ByteLevelAlphabet& Get() {
+    static const ByteLevelAlphabet alphabet;
+    return alphabet;
   }
-  // Decodes byte-level text into the bytes it stands for; false when a character is outside the alphabet.
-  bool Decode(std::string_view text, std::string* out) const {
-    out->clear();
-    if (!IsValidUtf8(text)) return false;
-    for (size_t pos = 0; pos < text.size();) {
-      char32_t c = DecodeUtf8(text, &pos);
-      if (c >= kSize || byte_of_[c] < 0) return false;
-      out->push_back(static_cast<char>(byte_of_[c]));
-    }
-    return true;
-  }
+  char32_t CharOf(uint8_t byte) const { return char_of_[byte]; }
+  int ByteOf(char32_t c) const { return c < kSize ? byte_of_[c] : -1; }
 
  private:
   static constexpr char32_t kSize = 256 + 68;
+  ByteLevelAlphabet() {
+    std::fill(std::begin(byte_of_), std::end(byte_of_), -1);
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+      char_of_[b] = printable ? b : next++;
+      byte_of_[char_of_[b]] = static_cast<int16_t>(b);
+    }
+  }
+  char32_t char_of_[256];
   int16_t byte_of_[kSize];
 };
 
@@ -143,12 +140,31 @@ Normalization ParseNormalizer(const JsonFile& file, const Json& n, const std::st
                    StrCat("normalizer type ", Quoted(type), " is not supported (hymt implements NFC)"));
 }
 
+// A split pattern with literal CR, LF and tab characters written as the escapes \r, \n, \t (the same
+// regex): DeepSeek-V3-style tokenizer.json files carry literal CR LF inside [\r\n].
+std::string CanonicalPattern(std::string_view pattern) {
+  std::string out;
+  for (char c : pattern) {
+    if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 SplitRule ParsePreTokenizer(const JsonFile& file, const Json& root) {
   const Json* p = root.Find("pre_tokenizer");
   if (p == nullptr || p->is_null())
     file.Unsupported("pre_tokenizer", "none declared; hymt needs a Split rule followed by ByteLevel");
   file.Expect(*p, Json::Type::kObject, "pre_tokenizer");
   std::vector<std::pair<const Json*, std::string>> items;
+  // A Sequence of Split steps and one ByteLevel step (without its own GPT-2 regex), or one step alone.
   if (file.Member(*p, "type", Json::Type::kString, "pre_tokenizer.type").AsString() == "Sequence") {
     const Json& list = file.Member(*p, "pretokenizers", Json::Type::kArray, "pre_tokenizer.pretokenizers");
     for (size_t i = 0; i < list.AsArray().size(); ++i)
@@ -172,7 +188,7 @@ SplitRule ParsePreTokenizer(const JsonFile& file, const Json& root) {
       if (behavior != "Isolated")
         file.Unsupported(field + ".behavior", StrCat(Quoted(behavior), ", expected \"Isolated\""));
       if (file.Flag(*item, "invert", false, field + ".invert")) file.Unsupported(field + ".invert", "true");
-      patterns.push_back(regex->AsString());
+      patterns.push_back(CanonicalPattern(regex->AsString()));
     } else if (type == "ByteLevel") {
       // HF's defaults are true for both; hymt's rules need both off.
       if (file.Flag(*item, "use_regex", true, field + ".use_regex"))
@@ -184,6 +200,7 @@ SplitRule ParsePreTokenizer(const JsonFile& file, const Json& root) {
       file.Unsupported(field, StrCat("pre-tokenizer type ", Quoted(type), " is not supported"));
     }
   }
+  // The Split patterns must be exactly one of the rules implemented in pretokenize.cc.
   if (!byte_level)
     file.Unsupported("pre_tokenizer", "no ByteLevel step: hymt reads byte-level BPE vocabularies only");
   if (patterns.size() == 1 && patterns[0] == kHunyuanSplitRegex) return SplitRule::kHunyuan;
@@ -198,8 +215,30 @@ SplitRule ParsePreTokenizer(const JsonFile& file, const Json& root) {
 
 }  // namespace
 
+bool DecodeByteLevel(std::string_view text, std::string* bytes) {
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  bytes->clear();
+  if (!IsValidUtf8(text)) return false;
+  for (size_t pos = 0; pos < text.size();) {
+    int b = alphabet.ByteOf(DecodeUtf8(text, &pos));
+    if (b < 0) return false;
+    bytes->push_back(static_cast<char>(b));
+  }
+  return true;
+}
+
+std::string EncodeByteLevel(std::string_view bytes) {
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  std::string text;
+  for (char c : bytes) AppendUtf8(alphabet.CharOf(static_cast<uint8_t>(c)), &text);
+  return text;
+}
+
 Tokenizer Tokenizer::FromTiktokenFile(const std::string& path) {
   const std::string data = ReadFile(path);
+  // Ranks must be 0..n-1, one per line, so none can reach the number of lines: checking that first
+  // keeps a corrupt rank from sizing a huge table.
+  const size_t n_lines = std::count(data.begin(), data.end(), '\n') + 1;
   std::vector<std::string> tokens;
   std::vector<int64_t> line_of;  // [rank] the line defining it, 0 when none yet
   std::string token;
@@ -218,9 +257,12 @@ Tokenizer Tokenizer::FromTiktokenFile(const std::string& path) {
     int64_t rank = -1;
     auto [ptr, ec] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
     if (space == std::string_view::npos || rank_text.empty() || ec != std::errc() ||
-        ptr != rank_text.data() + rank_text.size() || rank < 0 || rank >= INT32_MAX - 1024)
+        ptr != rank_text.data() + rank_text.size() || rank < 0)
       Fail(ErrorCode::kCorruptData, path, ":", line_no, ": expected \"<base64 token> <rank>\", found ",
            Quoted(line));
+    if (static_cast<uint64_t>(rank) >= n_lines)
+      Fail(ErrorCode::kCorruptData, path, ":", line_no, ": rank ", rank, " is out of range (the file has ",
+           n_lines, " lines and ranks must be 0..n-1)");
     if (!DecodeBase64(b64, &token))
       Fail(ErrorCode::kCorruptData, path, ":", line_no, ": invalid base64 token ", Quoted(b64));
     if (rank >= static_cast<int64_t>(tokens.size())) {
@@ -239,6 +281,7 @@ Tokenizer Tokenizer::FromTiktokenFile(const std::string& path) {
       Fail(ErrorCode::kCorruptData, path, ": rank ", rank, " is missing (ranks must be 0..",
            tokens.size() - 1, ")");
 
+  // The specials follow the ranks in MODEL.md's order; the file does not list them.
   TokenizerSpec spec;
   spec.source = path;
   const int32_t n_ranks = static_cast<int32_t>(tokens.size());
@@ -265,6 +308,7 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
     Fail(ErrorCode::kCorruptData, path, ": ", e.what());
   }
   file.Expect(root, Json::Type::kObject, "(top level)");
+  // The model: a plain byte-level BPE. Options that change how merges apply are refused, not ignored.
   const Json& model = file.Member(root, "model", Json::Type::kObject, "model");
   const Json* type = model.Find("type");
   if (type == nullptr || !type->is_string() || type->AsString() != "BPE")
@@ -307,25 +351,32 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
       added.emplace_back(id, content);
     }
   }
+  // Ids must be 0..n-1 without gaps, so the largest cannot exceed the number of entries: checking that
+  // first keeps a corrupt id from sizing a huge table.
   const Json& vocab = file.Member(model, "vocab", Json::Type::kObject, "model.vocab");
   int64_t n_tokens = 0;
   for (const auto& [text, id] : vocab.AsObject())
     n_tokens = std::max<int64_t>(n_tokens, file.Id(id, "model.vocab") + 1);
   for (const auto& [id, content] : added) n_tokens = std::max<int64_t>(n_tokens, id + 1);
+  const size_t n_entries = vocab.AsObject().size() + added.size();
+  if (static_cast<size_t>(n_tokens) > n_entries)
+    file.Bad("model.vocab", StrCat("id ", n_tokens - 1, " is out of range: there are only ", n_entries,
+                                   " vocab and added-token entries"));
+  // Vocab keys are byte-level text (GPT-2's alphabet); an added token's id may also have a vocab entry,
+  // in which case the added token's content is its text.
   spec.tokens.assign(n_tokens, std::string());
   std::vector<uint8_t> defined(n_tokens, 0);  // 1: from the vocab, 2: an added token
   for (const auto& [id, content] : added) {
     spec.tokens[id] = content;
     defined[id] = 2;
   }
-  const ByteLevelAlphabet alphabet;
   std::string bytes;
   for (const auto& [text, id_json] : vocab.AsObject()) {
     int32_t id = file.Id(id_json, "model.vocab");
     if (defined[id] == 1)
       file.Bad("model.vocab", StrCat("id ", id, " is given to two entries, one is ", Quoted(text)));
     if (defined[id] == 2) continue;
-    if (!alphabet.Decode(text, &bytes))
+    if (!DecodeByteLevel(text, &bytes))
       file.Bad("model.vocab", StrCat("entry ", Quoted(text), " (id ", id, ") is not byte-level text"));
     spec.tokens[id] = bytes;
     defined[id] = 1;
@@ -334,18 +385,19 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
     if (defined[id] == 0)
       file.Bad("model.vocab", StrCat("id ", id, " has no token (ids must be 0..", n_tokens - 1, ")"));
 
+  // Merges, in priority order: "left right" (older files) or ["left", "right"] (tokenizers >= 0.20).
   const Json& merges = file.Member(model, "merges", Json::Type::kArray, "model.merges");
   spec.merges.reserve(merges.AsArray().size());
   std::string left, right;
   for (size_t i = 0; i < merges.AsArray().size(); ++i) {
     const Json& m = merges.AsArray()[i];
-    std::string field = StrCat("model.merges[", i, "]");
+    auto field = [i] { return StrCat("model.merges[", i, "]"); };  // built only for an error
     std::string_view a, b;
     if (m.is_string()) {  // "left right"
       std::string_view s = m.AsString();
       size_t space = s.find(' ');
       if (space == std::string_view::npos || s.find(' ', space + 1) != std::string_view::npos)
-        file.Bad(field, StrCat("expected \"left right\", found ", Quoted(s)));
+        file.Bad(field(), StrCat("expected \"left right\", found ", Quoted(s)));
       a = s.substr(0, space);
       b = s.substr(space + 1);
     } else if (m.is_array() && m.AsArray().size() == 2 && m.AsArray()[0].is_string() &&
@@ -353,10 +405,10 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
       a = m.AsArray()[0].AsString();
       b = m.AsArray()[1].AsString();
     } else {
-      file.Bad(field, StrCat("expected \"left right\" or [left, right], found ", m.Dump()));
+      file.Bad(field(), StrCat("expected \"left right\" or [left, right], found ", m.Dump()));
     }
-    if (!alphabet.Decode(a, &left) || !alphabet.Decode(b, &right) || left.empty() || right.empty())
-      file.Bad(field, "not two byte-level tokens");
+    if (!DecodeByteLevel(a, &left) || !DecodeByteLevel(b, &right) || left.empty() || right.empty())
+      file.Bad(field(), "not two byte-level tokens");
     spec.merges.emplace_back(left, right);
   }
   spec.where = [](int32_t id) { return StrCat("model.vocab id ", id); };

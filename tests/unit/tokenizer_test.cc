@@ -90,6 +90,21 @@ TEST(Tokenizer, SpecialTokensByName) {
   EXPECT_EQ(t.Encode("<|extra_10|>"), (std::vector<int32_t>{1029 + 10}));
 }
 
+// The bundled demo model's own vocabulary (tools/train_demo.py writes it as hy.tiktoken).
+TEST(Tokenizer, DemoModelVocabulary) {
+  Tokenizer t = Tokenizer::FromModelDir(test::SourceDir() + "/models/demo");
+  const int32_t n_ranks = *t.TokenId("<|endoftext|>");
+  EXPECT_EQ(t.n_tokens(), n_ranks + 210);
+  EXPECT_EQ(t.TokenId("<|eos|>"), n_ranks + 3);
+  const std::string prompt =
+      "<|startoftext|>Translate the following segment into Chinese, without additional "
+      "explanation.\n\nHello, how are you?<|extra_0|>";
+  std::vector<int32_t> ids = t.Encode(prompt);
+  EXPECT_EQ(ids.front(), n_ranks + 1);
+  EXPECT_EQ(ids.back(), n_ranks + 5);
+  EXPECT_EQ(t.Decode(ids), prompt);
+}
+
 TEST(Tokenizer, EmptyAndOddInput) {
   Tokenizer t = Tokenizer::FromTiktokenFile(TinyTiktoken());
   EXPECT_TRUE(t.Encode("").empty());
@@ -254,6 +269,7 @@ TEST(Tokenizer, TiktokenFileErrors) {
       {"IQ== 0\nIg== -1\n", {":2:", "expected"}},
       {"IQ== 0\nIg== 0\n", {":2:", "rank 0", "line 1"}},  // duplicate rank
       {"IQ== 0\nIg== 2\n", {"rank 1 is missing"}},
+      {"IQ== 0\nIg== 2000000000\n", {":2:", "out of range"}},
       {"IQ== 0\nIQ== 1\n", {"line 2", "same bytes", "line 1"}},  // duplicate token
       {"IQ== 0 extra\n", {":1:"}},
   };
@@ -294,6 +310,18 @@ std::string TokenizerJson(const std::string& pre, const std::string& normalizer 
                 "}}");
 }
 
+TEST(Tokenizer, ByteLevelSpelling) {
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  EXPECT_EQ(EncodeByteLevel(all), test::ByteLevelSpelling(all));
+  EXPECT_EQ(EncodeByteLevel(" hello\n"), "\u0120hello\u010a");  // Ġhello Ċ
+  std::string bytes;
+  ASSERT_TRUE(DecodeByteLevel(EncodeByteLevel(all), &bytes));
+  EXPECT_EQ(bytes, all);
+  EXPECT_FALSE(DecodeByteLevel("a\u0144", &bytes));  // one past the alphabet
+  EXPECT_FALSE(DecodeByteLevel("\xff", &bytes));     // not UTF-8
+}
+
 TEST(Tokenizer, TokenizerJsonVariants) {
   Tokenizer t = Tokenizer::FromTokenizerJson(WriteTemp("tokenizer.json", TokenizerJson("")));
   EXPECT_EQ(t.n_tokens(), 258);
@@ -304,11 +332,16 @@ TEST(Tokenizer, TokenizerJsonVariants) {
   t = Tokenizer::FromTokenizerJson(WriteTemp(
       "tokenizer.json", TokenizerJson("", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"}]}")));
   EXPECT_EQ(t.normalization(), Normalization::kNfc);
-  // The hunyuan-dense three passes are recognised.
+  // The hunyuan-dense three passes are recognised, also with literal CR LF inside [\r\n] as
+  // DeepSeek-V3-style files write them.
   std::string dense = "{\"type\":\"Sequence\",\"pretokenizers\":[";
-  for (std::string_view p : kHunyuanDenseSplitRegexes)
+  for (std::string_view regex : kHunyuanDenseSplitRegexes) {
+    std::string p(regex);
+    for (size_t at; (at = p.find("\\r\\n")) != std::string::npos;) p.replace(at, 4, "\r\n");
     dense += StrCat("{\"type\":\"Split\",\"pattern\":{\"Regex\":", Json(p).Dump(),
                     "},\"behavior\":\"Isolated\"},");
+  }
+  EXPECT_NE(dense.find("\\r\\n"), std::string::npos);  // JSON escapes of the literal characters
   dense += "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}";
   t = Tokenizer::FromTokenizerJson(WriteTemp("tokenizer.json", TokenizerJson(dense)));
   EXPECT_EQ(t.split_rule(), SplitRule::kHunyuanDense);
@@ -336,6 +369,9 @@ TEST(Tokenizer, TokenizerJsonErrors) {
     EXPECT_NE(at, std::string::npos) << from;
     return s.replace(at, from.size(), to);
   };
+  // Ids 0..258 from 259 entries, but id 5 given twice (vocab and added token): id 256 has nothing.
+  std::string gap = TokenizerJson("", "null", "", ",{\"id\":5,\"content\":\"<x>\"}");
+  gap.replace(gap.find("\"ab\":256"), 8, "\"ab\":258");
   const std::vector<Case> cases = {
       {"{\"model\": [1, 2", ErrorCode::kCorruptData, {"invalid JSON", "line 1"}},
       {"", ErrorCode::kCorruptData, {"invalid JSON"}},
@@ -348,7 +384,8 @@ TEST(Tokenizer, TokenizerJsonErrors) {
        ErrorCode::kCorruptData,
        {"merge 0", "\"ac\""}},
       {replace("\"merges\":[\"a b\"]", "\"merges\":[7]"), ErrorCode::kCorruptData, {"model.merges[0]"}},
-      {replace("\"ab\":256", "\"ab\":300"), ErrorCode::kCorruptData, {"id 256 has no token"}},
+      {replace("\"ab\":256", "\"ab\":300"), ErrorCode::kCorruptData, {"id 300 is out of range"}},
+      {gap, ErrorCode::kCorruptData, {"id 256 has no token"}},
       {replace("\"ab\":256", "\"ab\":-3"), ErrorCode::kCorruptData, {"model.vocab", "-3"}},
       {replace("\"ab\":256", "\"ab\":255"), ErrorCode::kCorruptData, {"id 255"}},
       {replace("\"ab\":256", "\"a\xe4\xb8\xad\":256"), ErrorCode::kCorruptData, {"not byte-level"}},
