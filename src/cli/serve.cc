@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ void AddServeOptions(Args& args) {
       .Option("download-ttl", "seconds a translated file stays downloadable", "3600")
       .Option("public-url", "base URL of download links (default: from the request's Host header)")
       .Option("prompt-style", "hunyuan-mt, hy-mt1.5 or hy-mt2 (default: from the model's name)")
+      .Option("cache", "SQLite file of a translation cache (created when missing); default: no cache")
+      .Option("cache-ttl", "how long cached translations are kept: seconds, or a number with s, m, h or d",
+              "30d")
       .Flag("log-text", "write request bodies (the texts) to the log; off by default");
 }
 
@@ -84,6 +88,23 @@ std::vector<std::string> ConfigArgs(const std::string& path, const Args& args) {
   return out;
 }
 
+// "90", "90s", "15m", "12h", "30d" in seconds.
+int64_t Seconds(const Args& args, const char* name) {
+  const std::string v = args.Get(name);
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  const std::string unit = end ? end : "";
+  int64_t scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  if (unit == "m") scale = 60;
+  if (unit == "h") scale = 3600;
+  if (unit == "d") scale = 86400;
+  if (v.empty() || end == v.c_str() || scale == 0 || n < 0)
+    Fail(ErrorCode::kInvalidArgument, "--", name, " needs a duration such as 3600, 90m, 12h or 30d, got '", v,
+         "'");
+  return n * scale;
+}
+
 int64_t PositiveInt(const Args& args, const char* name) {
   int64_t v = args.GetInt(name);
   if (v < 1) Fail(ErrorCode::kInvalidArgument, "--", name, " must be at least 1");
@@ -114,10 +135,14 @@ ServerOptions ServerOptionsFromArgs(const Args& args) {
   o.default_timeout_seconds = args.GetDouble("timeout");
   if (o.default_timeout_seconds <= 0) Fail(ErrorCode::kInvalidArgument, "--timeout must be more than 0");
   o.limits.max_timeout_seconds = o.default_timeout_seconds;
-  o.download_ttl = std::chrono::seconds(PositiveInt(args, "download-ttl"));
+  o.download_ttl = std::chrono::seconds(Seconds(args, "download-ttl"));
+  if (o.download_ttl.count() < 1)
+    Fail(ErrorCode::kInvalidArgument, "--download-ttl must be at least 1 second");
   o.public_url = args.Get("public-url");
   o.prompt_style = args.Get("prompt-style");
   o.log_text = args.GetFlag("log-text");
+  o.cache_path = args.Get("cache");
+  o.cache_ttl_seconds = Seconds(args, "cache-ttl");
   return o;
 }
 

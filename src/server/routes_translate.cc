@@ -79,15 +79,6 @@ std::string Server::PublicBase(const httplib::Request& req) const {
   return StrCat("http://", options_.host, ":", port_);
 }
 
-std::vector<std::string> Server::TranslateTexts(Loaded& loaded, TranslateRequest request, TextFormat format,
-                                                TranslateResult* result) {
-  if (format != TextFormat::kText)
-    Fail(ErrorCode::kUnsupported, "format '", TextFormatName(format),
-         "' needs the markup splitter, which this build does not have yet; send plain text");
-  *result = loaded.translator->Translate(request);
-  return result->translations;
-}
-
 void Server::HandleTranslate(const httplib::Request& req, httplib::Response& res, Call& call) {
   RequestFields fields = FieldsOf(req, BodyKinds::kJsonOrForm);
   LibreTranslateRequest r = ParseLibreTranslate(fields, options_.limits);
@@ -102,8 +93,8 @@ void Server::HandleTranslate(const httplib::Request& req, httplib::Response& res
   tr.target = r.target;
   tr.deadline = Deadline(r.timeout_seconds);
   tr.cancelled = WatchClient(req, call);
-  TranslateResult result;
-  std::vector<std::string> out = TranslateTexts(*loaded, tr, r.format, &result);
+  TranslationOutcome result = RunTranslation(loaded->context, tr, r.format);
+  const std::vector<std::string>& out = result.translations;
 
   Json body = Json::MakeObject();
   auto texts_json = [&](const std::vector<std::string>& v) {
@@ -127,8 +118,7 @@ void Server::HandleTranslate(const httplib::Request& req, httplib::Response& res
     SamplingOverrides seeded;
     seeded.seed = 1;
     alt.sampling = ResolveSampling(seeded, loaded->session->model().generation);
-    TranslateResult alt_result;
-    std::vector<std::string> candidates = TranslateTexts(*loaded, alt, r.format, &alt_result);
+    std::vector<std::string> candidates = RunTranslation(loaded->context, alt, r.format).translations;
     Json all = Json::MakeArray();
     for (size_t i = 0; i < r.texts.size(); ++i) {
       std::vector<std::string> kept;
@@ -149,9 +139,6 @@ void Server::HandleDetect(const httplib::Request& req, httplib::Response& res, C
   DetectRequest r = ParseDetect(fields, options_.limits);
   Admit(req, r.api_key);
   std::shared_ptr<Loaded> loaded = RequireLoaded();
-  if (!loaded->can_detect)
-    Fail(ErrorCode::kUnsupported,
-         "language detection is not available in this build; give the source language");
   Json all = Json::MakeArray();
   for (const std::string& text : r.texts) {
     Json candidates = Json::MakeArray();
@@ -183,8 +170,7 @@ void Server::HandleTranslateFile(const httplib::Request& req, httplib::Response&
   tr.target = r.target;
   tr.deadline = Deadline(r.timeout_seconds);
   tr.cancelled = WatchClient(req, call);
-  TranslateResult result;
-  std::vector<std::string> out = TranslateTexts(*loaded, tr, r.format, &result);
+  std::vector<std::string> out = RunTranslation(loaded->context, tr, r.format).translations;
 
   StoredFile stored;
   stored.name = TranslatedFileName(r.file_name, r.target);
@@ -225,10 +211,10 @@ void Server::HandleNativeTranslate(const httplib::Request& req, httplib::Respons
   tr.deadline = Deadline(r.timeout_seconds);
   const std::string model_name = loaded->session->model().name;
   const auto start = std::chrono::steady_clock::now();
-  auto respond = [model_name, start](const std::vector<std::string>& out, const TranslateResult& result) {
+  auto respond = [model_name, start](const TranslationOutcome& result) {
     Json body = Json::MakeObject();
     Json texts = Json::MakeArray();
-    for (const std::string& s : out) texts.Push(s);
+    for (const std::string& s : result.translations) texts.Push(s);
     body.Set("translations", std::move(texts));
     Json detected = Json::MakeArray();
     for (const Detection& d : result.detected) detected.Push(DetectionJson(d, 1.0));
@@ -238,6 +224,7 @@ void Server::HandleNativeTranslate(const httplib::Request& req, httplib::Respons
     usage.Set("input_tokens", result.input_tokens);
     usage.Set("output_tokens", result.output_tokens);
     usage.Set("segments", result.segments);
+    usage.Set("cache_hits", result.cache_hits);
     body.Set("usage", std::move(usage));
     body.Set("model", model_name);
     body.Set("seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -246,17 +233,15 @@ void Server::HandleNativeTranslate(const httplib::Request& req, httplib::Respons
 
   if (!r.stream) {
     tr.cancelled = WatchClient(req, call);
-    TranslateResult result;
-    std::vector<std::string> out = TranslateTexts(*loaded, tr, r.format, &result);
-    SendJson(res, respond(out, result));
+    SendJson(res, respond(RunTranslation(loaded->context, tr, r.format)));
     return;
   }
   tr.cancelled = std::make_shared<std::atomic<bool>>(false);
   const TextFormat format = r.format;
   StartStream(req, res, std::move(slot), tr.cancelled,
               [this, loaded, tr, format, respond](SseChannel& channel) mutable {
-                // Partial texts are per input text; with markup the pieces do not map to texts, so only
-                // the final result is sent.
+                // Partial texts are per input text; a markup document is translated piece by piece and
+                // only its final result is sent.
                 if (format == TextFormat::kText) {
                   tr.on_partial = [&channel](size_t index, const std::string& so_far) {
                     Json e = Json::MakeObject();
@@ -266,9 +251,7 @@ void Server::HandleNativeTranslate(const httplib::Request& req, httplib::Respons
                   };
                 }
                 try {
-                  TranslateResult result;
-                  std::vector<std::string> out = TranslateTexts(*loaded, tr, format, &result);
-                  channel.Push(SseEvent("done", respond(out, result).Dump()));
+                  channel.Push(SseEvent("done", respond(RunTranslation(loaded->context, tr, format)).Dump()));
                 } catch (...) {
                   ErrorReply reply = ReplyFor(std::current_exception());
                   Json e = Json::MakeObject();

@@ -148,18 +148,26 @@ void Server::Start() {
 void Server::Load() {
   try {
     auto loaded = std::make_shared<Loaded>();
+    if (!options_.cache_path.empty()) {
+      TranslationCacheOptions co;
+      co.path = options_.cache_path;
+      co.ttl_seconds = options_.cache_ttl_seconds;
+      loaded->cache = TranslationCache::Open(co);
+    }
     loaded->session = Session::Open(options_.session);
-    std::shared_ptr<const Segmenter> segmenter = CreateSentenceSegmenter();
-    std::shared_ptr<const LanguageDetector> detector = CreateLanguageDetector();
-    loaded->can_detect = detector != nullptr;
     loaded->translator = std::make_unique<Translator>(loaded->session->model(), loaded->session->engine(),
-                                                      segmenter, detector);
+                                                      CreateSentenceSegmenter(), CreateLanguageDetector());
     if (!options_.prompt_style.empty()) {
       PromptStyle style;
       if (!ParsePromptStyle(options_.prompt_style, &style))
         Fail(ErrorCode::kInvalidArgument, "--prompt-style must be hunyuan-mt, hy-mt1.5 or hy-mt2");
       loaded->translator->set_prompt_style(style);
     }
+    const LoadedModel& model = loaded->session->model();
+    loaded->context.translator = loaded->translator.get();
+    loaded->context.cache = loaded->cache.get();
+    loaded->context.model_id = ModelIdentity(model, options_.session.weight_type);
+    loaded->context.model_greedy = !model.generation.do_sample;
     const Plan& plan = loaded->session->plan();
     HYMT_LOG_INFO("model ", loaded->session->model().name, " ready in ",
                   std::chrono::duration<double>(Clock::now() - started_).count(), " s (memory mode ",
@@ -443,7 +451,6 @@ void Server::HandleStatus(httplib::Response& res) {
     body.Set("description", m.description);
     body.Set("demo", m.is_demo);
     body.Set("mode", plan.mode);
-    body.Set("detect", loaded->can_detect);
     body.Set("tokens_per_second", st.decode_tokens_per_second);
     body.Set("running", st.running);
     body.Set("queued", st.queued);
@@ -574,7 +581,7 @@ void Server::HandleSettings(httplib::Response& res) {
     return e;
   };
   Json language = Json::MakeObject();
-  language.Set("source", lang(loaded->can_detect ? "auto" : codes.front()));
+  language.Set("source", lang("auto"));
   language.Set("target", lang(codes.size() > 1 ? codes[1] : codes.front()));
   out.Set("language", std::move(language));
   res.set_content(out.Dump(), "application/json");

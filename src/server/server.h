@@ -31,6 +31,8 @@
 #include "server/http_error.h"
 #include "server/metrics.h"
 #include "server/requests.h"
+#include "server/translation.h"
+#include "translate/cache.h"
 #include "translate/translator.h"
 
 namespace httplib {
@@ -59,6 +61,8 @@ struct ServerOptions {
   size_t download_max_bytes = 64 << 20;
   std::chrono::seconds download_ttl{3600};
   std::string public_url;  // base of download URLs; "": from the request's Host header
+  std::string cache_path;  // SQLite translation cache; "": none
+  int64_t cache_ttl_seconds = 30 * 24 * 3600;
 };
 
 class Server {
@@ -89,7 +93,8 @@ class Server {
   struct Loaded {
     std::unique_ptr<Session> session;
     std::unique_ptr<Translator> translator;
-    bool can_detect = false;
+    std::unique_ptr<TranslationCache> cache;
+    TranslationContext context;  // points into the members above
   };
   // One request being handled: its route, style of errors, cancel flag and start time.
   struct Call;
@@ -126,9 +131,6 @@ class Server {
   void HandleModels(httplib::Response& res);
   void HandleChat(const httplib::Request& req, httplib::Response& res, Call& call);
 
-  // Translates texts (plain or markup) with the translator; fills `result` (detections, usage).
-  std::vector<std::string> TranslateTexts(Loaded& loaded, TranslateRequest request, TextFormat format,
-                                          TranslateResult* result);
   // Sends `work`'s events as a text/event-stream response; `slot` is held until the stream ends.
   void StartStream(const httplib::Request& req, httplib::Response& res, InflightGate::Slot slot,
                    std::shared_ptr<std::atomic<bool>> cancelled, std::function<void(class SseChannel&)> work);
