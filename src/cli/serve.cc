@@ -40,6 +40,8 @@ void AddServeOptions(Args& args) {
       .Option("max-file-chars", "characters per uploaded file", std::to_string(l.max_file_chars))
       .Option("max-body", "request body size (larger: 413)", "4M")
       .Option("timeout", "seconds a request may take unless it asks for less", "300")
+      .Option("read-timeout", "seconds a client may stall while sending a request (then 400)",
+              std::to_string(d.read_timeout_seconds))
       .Option("grace-seconds",
               "on SIGTERM/SIGINT, how long running requests may finish before they are cancelled", "10")
       .Option("download-ttl", "seconds a translated file stays downloadable", "3600")
@@ -132,6 +134,7 @@ ServerOptions ServerOptionsFromArgs(const Args& args) {
   o.limits.max_texts = static_cast<size_t>(PositiveInt(args, "max-texts"));
   o.limits.max_file_chars = static_cast<size_t>(PositiveInt(args, "max-file-chars"));
   o.max_body_bytes = args.GetBytes("max-body");
+  o.read_timeout_seconds = static_cast<int>(PositiveInt(args, "read-timeout"));
   o.default_timeout_seconds = args.GetDouble("timeout");
   if (o.default_timeout_seconds <= 0) Fail(ErrorCode::kInvalidArgument, "--timeout must be more than 0");
   o.limits.max_timeout_seconds = o.default_timeout_seconds;

@@ -23,9 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 // Keep-alive connections idle longer than this are closed (each holds an HTTP thread meanwhile).
 constexpr time_t kKeepAliveSeconds = 5;
-// A request whose headers or body stall this long gets 400 and its connection closed (slow clients
-// cannot hold HTTP threads for long).
-constexpr time_t kReadTimeoutSeconds = 10;
 // A client that does not take response bytes for this long is dropped.
 constexpr time_t kWriteTimeoutSeconds = 10;
 // HTTP threads beyond max_inflight, for quick requests (health, metrics, the page, refusals).
@@ -122,7 +119,7 @@ void Server::Start() {
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_keep_alive_timeout(kKeepAliveSeconds);
-  http_->set_read_timeout(kReadTimeoutSeconds, 0);
+  http_->set_read_timeout(options_.read_timeout_seconds, 0);
   http_->set_write_timeout(kWriteTimeoutSeconds, 0);
   httplib::Headers defaults = {{"X-Content-Type-Options", "nosniff"}};
   if (!options_.cors_origin.empty()) {

@@ -49,7 +49,10 @@ struct ServerOptions {
   SessionOptions session;
   std::string prompt_style;  // "" : from the model's name
   RequestLimits limits;
-  size_t max_body_bytes = 4 << 20;       // larger bodies get 413 before they are read
+  // A request whose headers or body stall this long gets 400 and its connection closed, so slow
+  // clients cannot hold HTTP threads.
+  int read_timeout_seconds = 10;
+  size_t max_body_bytes = 4 << 20;       // larger bodies are refused with 413
   int max_inflight = 64;                 // translation/generation requests at once; more get 503
   int http_threads = 0;                  // 0: max_inflight plus room for quick requests
   double default_timeout_seconds = 300;  // deadline of a request that sets none
