@@ -310,7 +310,7 @@ std::string SafeFileName(std::string_view name, TextFormat* format) {
   if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
   std::string out;
   size_t pos = 0;
-  while (pos < name.size() && out.size() < kMaxFileNameBytes) {
+  while (pos < name.size()) {
     int n = ValidUtf8SequenceLength(name, pos);
     if (n == 0) {
       out += '_';
@@ -346,6 +346,12 @@ std::string SafeFileName(std::string_view name, TextFormat* format) {
   } else {
     Fail(ErrorCode::kInvalidArgument, "unsupported file type '.", ext.substr(0, 16),
          "' (supported: .txt, .md, .html, .srt)");
+  }
+  // A long name loses the end of its stem (at a character boundary), never its extension.
+  if (out.size() > kMaxFileNameBytes) {
+    size_t keep = kMaxFileNameBytes - (out.size() - dot);
+    while (keep > 0 && (static_cast<unsigned char>(out[keep]) & 0xC0) == 0x80) --keep;
+    out = out.substr(0, keep) + out.substr(dot);
   }
   return out;
 }
