@@ -159,6 +159,7 @@ async function translate() {
     if (e.name !== "AbortError") setState(state, "The server did not answer: " + e.message, true);
   } finally {
     if (running === controller) running = null;
+    refreshStatus(false);  // the speed just measured
   }
 }
 

@@ -64,7 +64,10 @@ std::vector<std::string> ConfigArgs(const std::string& path, const Args& args) {
   }
   if (!config.is_object()) Fail(ErrorCode::kInvalidArgument, "--config ", path, ": expected a JSON object");
   std::vector<std::string> out;
-  for (const auto& [key, value] : config.AsObject()) {
+  for (const auto& entry : config.AsObject()) {
+    // Named references rather than structured bindings: clang 14 cannot capture the latter in lambdas.
+    const std::string& key = entry.first;
+    const Json& value = entry.second;
     std::string name = key;
     for (char& c : name)
       if (c == '_') c = '-';

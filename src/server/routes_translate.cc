@@ -44,6 +44,13 @@ std::string PercentEncode(std::string_view s) {
   return out;
 }
 
+// The plain filename= of Content-Disposition, for clients that ignore filename*: ASCII only.
+std::string AsciiFileName(std::string name) {
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) >= 0x80) c = '_';
+  return name;
+}
+
 // The name a translated file is offered under: "report.de.md" for "report.md" into German.
 std::string TranslatedFileName(const std::string& name, const std::string& target) {
   size_t dot = name.rfind('.');
@@ -187,8 +194,8 @@ void Server::HandleDownload(const httplib::Request& req, httplib::Response& res)
   std::optional<StoredFile> f = files_.Get(req.matches[1]);
   if (!f) throw HttpError(404, ErrorCode::kNotFound, "no such file (downloads expire)");
   // Served as an attachment in a sandbox: an uploaded HTML page never runs as part of this site.
-  res.set_header("Content-Disposition",
-                 "attachment; filename=\"" + f->name + "\"; filename*=UTF-8''" + PercentEncode(f->name));
+  res.set_header("Content-Disposition", "attachment; filename=\"" + AsciiFileName(f->name) +
+                                            "\"; filename*=UTF-8''" + PercentEncode(f->name));
   res.set_header("Content-Security-Policy", "sandbox; default-src 'none'");
   res.set_content(std::move(f->data), f->content_type.c_str());
 }

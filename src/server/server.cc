@@ -470,12 +470,14 @@ void Server::HandleMetrics(httplib::Response& res) {
   PrometheusWriter w;
   w.Sample("hymt_model_loaded", "gauge", "1 once the model is loaded and serving",
            state_ == State::kReady ? 1 : 0);
-  for (const auto& [key, e] : counters_.Snapshot()) {
+  // Each family's samples must be contiguous in the exposition: one pass per family over one snapshot.
+  const auto requests = counters_.Snapshot();
+  for (const auto& [key, e] : requests) {
     std::map<std::string, std::string> labels = {{"route", key.first}, {"code", std::to_string(key.second)}};
     w.Sample("hymt_http_requests_total", "counter", "HTTP requests by route and status code",
              static_cast<double>(e.count), labels);
   }
-  for (const auto& [key, e] : counters_.Snapshot()) {
+  for (const auto& [key, e] : requests) {
     std::map<std::string, std::string> labels = {{"route", key.first}, {"code", std::to_string(key.second)}};
     w.Sample("hymt_http_request_seconds_total", "counter",
              "Time spent on HTTP requests by route and status code", e.seconds, labels);

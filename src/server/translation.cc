@@ -140,7 +140,10 @@ TranslationOutcome RunTranslation(const TranslationContext& context, const Trans
     misses[source].push_back(u);
   }
 
-  for (const auto& [source, units] : misses) {
+  for (const auto& group : misses) {
+    // Named references rather than structured bindings: clang 14 cannot capture the latter in lambdas.
+    const std::string& source = group.first;
+    const std::vector<size_t>& units = group.second;
     TranslateRequest sub = request;
     sub.source = source;
     sub.texts.clear();

@@ -54,6 +54,8 @@ try {
   await page.waitForFunction(() => document.getElementById("state").textContent.startsWith("Done"));
   const zh = await page.inputValue("#output");
   check(zh === "这房子很大。", "en→zh 'The house is big.' gives 这房子很大。 (got " + zh + ")");
+  await page.waitForFunction(() => document.getElementById("status").textContent.includes("tokens/s"));
+  check(true, "the status line shows the speed in tokens/s: " + await page.textContent("#status"));
   await page.screenshot({ path: join(shots, "translate.png") });
 
   // Swap: languages and texts change places; Ctrl+Enter translates back.
