@@ -3,10 +3,15 @@
 #include <map>
 
 #include "core/status.h"
+#include "server/fields.h"
 #include "translate/markup.h"
 
 namespace hymt {
 namespace {
+
+// Characters per call of the translator. Ordinary text has a sentence every 100 characters or so, so a
+// call submits a few hundred sequences: enough to fill every engine slot, far below its queue bound.
+constexpr size_t kBatchChars = 20000;
 
 int Severity(FinishReason r) {
   switch (r) {
@@ -140,12 +145,26 @@ TranslationOutcome RunTranslation(const TranslationContext& context, const Trans
     misses[source].push_back(u);
   }
 
-  for (const auto& group : misses) {
-    // Named references rather than structured bindings: clang 14 cannot capture the latter in lambdas.
-    const std::string& source = group.first;
-    const std::vector<size_t>& units = group.second;
+  // Batches of units, each one call of the translator, by source language and at most kBatchChars
+  // characters: the engine's queue bounds the sequences one call may submit, and a long document must
+  // not overflow it.
+  std::vector<std::pair<std::string, std::vector<size_t>>> batches;
+  for (const auto& [source, units] : misses) {
+    size_t chars = 0;
+    for (size_t u : units) {
+      const size_t n_chars = CountChars(unit_text[u]);
+      if (batches.empty() || batches.back().first != source || chars + n_chars > kBatchChars) {
+        batches.emplace_back(source, std::vector<size_t>());
+        chars = 0;
+      }
+      batches.back().second.push_back(u);
+      chars += n_chars;
+    }
+  }
+  for (const auto& batch : batches) {
+    const std::vector<size_t>& units = batch.second;
     TranslateRequest sub = request;
-    sub.source = source;
+    sub.source = batch.first;
     sub.texts.clear();
     for (size_t u : units) sub.texts.push_back(unit_text[u]);
     sub.on_partial = nullptr;
