@@ -17,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/kernel_table.h"  // kGemvMaxTokens: which path a token count takes
 #include "core/half.h"
 #include "core/status.h"
 #include "ops/ops.h"
@@ -295,22 +296,32 @@ struct MatMulCase {
   float scale;
 };
 
-// Error bounds of out[t, n].
+// Error bounds of out[t, n]. Up to kGemvMaxTokens tokens the block formats take the integer GEMV path
+// (activations quantised to int8); with more, the GEMM path dequantises the weights to f32.
 //  Against the reference (exact sum over x and the dequantised weights; the reference itself is within
 //  u |out| of it, added by the caller):
 //   plain floats: gamma_{k + 4} * sum_k |x w| * |scale| - k products and adds, the scale multiply, and
 //     for f8 the reference's own rounding of w * scale.
-//   block formats: in addition the activation error sum_k |w_k| * half_step_k (see QuantizeAct).
-//  Against the exact sum over the quantised activations x_hat (block formats; a much tighter check of
-//  the integer paths): the kernels' integer block sums are exact, so only the f32 work remains - one
-//  rounding per scale product and per accumulation step over the blocks and lanes (nb + 16 steps),
-//  relative to sum_k mag_k |x_hat_k| (mag from TestDequantize bounds every term a kernel adds), plus
-//  the test's own rounding of each dequantised weight to f32 (u relative).
+//   block formats, integer path: in addition the activation error sum_k |w_k| * half_step_k (see
+//     QuantizeAct).
+//   block formats, GEMM path: in addition the kernels' f32 dequantisation, q * (d * sc) + bias, two
+//     roundings: 2u * sum_k mag_k |x_k| (mag from TestDequantize).
+//  Against the exact sum over the quantised activations x_hat (integer path; a much tighter check):
+//   the kernels' integer block sums are exact, so only the f32 work remains - one rounding per scale
+//   product and per accumulation step over the blocks and lanes (nb + 16 steps), relative to
+//   sum_k mag_k |x_hat_k| (mag bounds every term a kernel adds), plus the test's own rounding of each
+//   dequantised weight to f32 (u relative).
 double FloatBound(const TestWeight& tw, const float* x, int64_t n, int64_t k) {
   const float* w = tw.dequant.data() + n * k;
   double sum_abs = 0;
   for (int64_t i = 0; i < k; ++i) sum_abs += std::fabs(static_cast<double>(x[i]) * w[i]);
   return (k + 4) * kU * sum_abs * std::fabs(tw.w.scale) + 1e-30;
+}
+double DequantBound(const TestWeight& tw, const float* x, int64_t n, int64_t k) {
+  const float* mag = tw.magnitude.data() + n * k;
+  double big = 0;
+  for (int64_t i = 0; i < k; ++i) big += mag[i] * std::fabs(x[i]);
+  return 2 * kU * big * std::fabs(tw.w.scale);
 }
 double ActQuantBound(const TestWeight& tw, const QuantizedAct& a, int64_t n, int64_t k) {
   const float* w = tw.dequant.data() + n * k;
@@ -336,6 +347,7 @@ void CheckMatMul(Ops& ops, const MatMulCase& c, std::mt19937& rng) {
   ops.MatMul(x.t, tw.w, out.t);
   CreateReferenceOps()->MatMul(x.t, tw.w_f32, ref.t);
   const bool blocks = IsBlockFormat(c.dtype);
+  const bool integer_path = blocks && c.tokens <= cpu::kGemvMaxTokens;
   const int block = c.dtype == DType::kQ4_K || c.dtype == DType::kQ5_K || c.dtype == DType::kQ6_K ? 256 : 32;
   int failures = 0;
   auto check = [&](double got, double want, double bound, const char* oracle, int64_t t, int64_t n) {
@@ -346,12 +358,13 @@ void CheckMatMul(Ops& ops, const MatMulCase& c, std::mt19937& rng) {
   };
   for (int64_t t = 0; t < c.tokens && failures < 5; ++t) {
     QuantizedAct qa;
-    if (blocks) qa = QuantizeAct(x.Row(t), c.k, block);
+    if (integer_path) qa = QuantizeAct(x.Row(t), c.k, block);
     for (int64_t n = 0; n < c.n && failures < 5; ++n) {
       double bound = FloatBound(tw, x.Row(t), n, c.k) + kU * std::fabs(ref.At(t, n));
-      if (blocks) bound += ActQuantBound(tw, qa, n, c.k);
+      if (integer_path) bound += ActQuantBound(tw, qa, n, c.k);
+      if (blocks && !integer_path) bound += DequantBound(tw, x.Row(t), n, c.k);
       check(out.At(t, n), ref.At(t, n), bound, "reference", t, n);
-      if (blocks) {
+      if (integer_path) {
         double exact = 0;
         for (int64_t i = 0; i < c.k; ++i) exact += static_cast<double>(tw.dequant[n * c.k + i]) * qa.x_hat[i];
         check(out.At(t, n), exact * tw.w.scale, IntegerPathBound(tw, c.dtype, qa, n, c.k), "sum w x_hat", t,
@@ -414,26 +427,44 @@ TEST_P(CpuOpsTest, MatMulBlockFormats) {
 }
 
 TEST_P(CpuOpsTest, MatMulSameAsGenericKernels) {
-  // Every ISA quantises activations identically, so for the block formats only the f32 work differs:
-  // twice the float part of MatMulBound. For plain floats, twice gamma_{k + 4} * sum|x w|.
+  // Both sides are within a derived bound of the exact result, so they are within the sum of the two
+  // bounds of each other. GEMV path (3 tokens): every ISA quantises activations identically, so for the
+  // block formats only the f32 work differs (the integer-path bound of CheckMatMul); for plain floats
+  // gamma_{k + 4} sum|x w|. GEMM path (9 tokens): gamma_{k + 4} sum|x w| plus, for the block formats,
+  // the dequantisation's 2u sum mag |x|.
   auto generic = CreateCpuOps(Isa::kGeneric);
   for (DType t : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kQ4_0, DType::kQ5_1, DType::kQ8_0,
                   DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
-    SCOPED_TRACE(DTypeName(t));
-    const int64_t tokens = 9, n = 70, k = 512;
-    TestWeight tw = MakeWeight(t, n, k, rng_);
-    HostTensor x(tokens, k);
-    FillNormal(x, rng_, 1.0f, 0.3f);
-    HostTensor a(tokens, n), b(tokens, n);
-    ops_->MatMul(x.t, tw.w, a.t);
-    generic->MatMul(x.t, tw.w, b.t);
-    for (int64_t r = 0; r < tokens; ++r) {
-      for (int64_t c = 0; c < n; ++c) {
-        double big = 0;
-        for (int64_t i = 0; i < k; ++i) big += tw.magnitude[c * k + i] * (std::fabs(x.At(r, i)) * 1.01);
-        const int64_t nb = IsBlockFormat(t) ? k / GetDTypeInfo(t).block_size : k;
-        const double bound = 2 * 4.0 * (nb + 16) * kU * big + 1e-30;
-        ASSERT_LE(std::fabs(static_cast<double>(a.At(r, c)) - b.At(r, c)), bound) << r << "," << c;
+    for (int64_t tokens : {3, 9}) {
+      SCOPED_TRACE(testing::Message() << DTypeName(t) << " tokens " << tokens);
+      const int64_t n = 70, k = 512;
+      TestWeight tw = MakeWeight(t, n, k, rng_);
+      HostTensor x(tokens, k);
+      FillNormal(x, rng_, 1.0f, 0.3f);
+      HostTensor a(tokens, n), b(tokens, n);
+      ops_->MatMul(x.t, tw.w, a.t);
+      generic->MatMul(x.t, tw.w, b.t);
+      const bool integer_path = IsBlockFormat(t) && tokens <= cpu::kGemvMaxTokens;
+      const int block = t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ? 256 : 32;
+      for (int64_t r = 0; r < tokens; ++r) {
+        QuantizedAct qa;
+        if (integer_path) qa = QuantizeAct(x.Row(r), k, block);
+        for (int64_t c = 0; c < n; ++c) {
+          double big = 0, sum_abs = 0;
+          for (int64_t i = 0; i < k; ++i) {
+            const double xi = integer_path ? std::fabs(qa.x_hat[i]) : std::fabs(x.At(r, i));
+            big += tw.magnitude[c * k + i] * xi;
+            sum_abs += std::fabs(static_cast<double>(tw.dequant[c * k + i]) * x.At(r, i));
+          }
+          double bound;
+          if (integer_path) {
+            const int64_t nb = k / GetDTypeInfo(t).block_size;
+            bound = 2 * 4.0 * (nb + 16) * kU * big;
+          } else {
+            bound = 2 * ((k + 4) * kU * sum_abs + (IsBlockFormat(t) ? 2 * kU * big : 0.0));
+          }
+          ASSERT_LE(std::fabs(static_cast<double>(a.At(r, c)) - b.At(r, c)), bound + 1e-30) << r << "," << c;
+        }
       }
     }
   }

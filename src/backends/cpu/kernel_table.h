@@ -29,10 +29,11 @@ struct MatMulArgs {
 };
 
 // Up to this many tokens a matmul streams each weight row once and dots it with every token (GEMV,
-// memory bound); above it packs weight panels and runs the register-tiled GEMM.
+// memory bound: decode); above it, weight panels are converted to f32 (dequantised for the block
+// formats) and a register-tiled GEMM runs (compute bound: prefill, large decode batches).
 constexpr int kGemvMaxTokens = 4;
-// Per-thread scratch of the float GEMM (a packed panel of the weight), in bytes.
-constexpr size_t kGemmScratchBytes = size_t{512} << 10;
+// Per-thread scratch of the GEMM (a packed panel of the weight and a staging area), in bytes.
+constexpr size_t kGemmScratchBytes = size_t{640} << 10;
 // Row ranges handed to matmul kernels start at multiples of this (a whole GEMM register tile and whole
 // cache lines of every weight type).
 constexpr int64_t kMatMulRowAlign = 64;
@@ -75,17 +76,21 @@ inline size_t AttentionScratchFloats(int group, int head_dim, int page_size) {
 struct KernelTable {
   const char* isa = nullptr;
 
-  // ---- matmul_float.cc: weights in f32, f16, bf16 or f8_e4m3 ----
-  // Rows [n_begin, n_end) of out; `scratch` holds kGemmScratchBytes, 64-byte aligned, for this thread.
-  void (*matmul_float)(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) = nullptr;
+  // ---- matmul_float.cc ----
+  // GEMV for weights in f32, f16, bf16 or f8_e4m3 and up to kGemvMaxTokens tokens: rows [n_begin, n_end).
+  void (*gemv_float)(const MatMulArgs& a, int64_t n_begin, int64_t n_end) = nullptr;
+  // GEMM for every weight type (plain floats and the block formats), any number of tokens; `scratch`
+  // holds kGemmScratchBytes, 64-byte aligned, for this thread.
+  void (*gemm)(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) = nullptr;
 
-  // ---- matmul_quant.cc: the ggml block formats with int8 activations ----
+  // ---- matmul_quant.cc: GEMV for the ggml block formats with int8 activations ----
   // Bytes of one quantised activation row of k inputs for weights of type w (BlockQ8Act or BlockQ8_K).
   size_t (*quant_act_row_bytes)(DType w, int64_t k) = nullptr;
   void (*quantize_act_row)(DType w, const float* x, int64_t k, void* dst) = nullptr;
-  // As matmul_float, with x already quantised (rows xq_row_bytes apart); a.x is unused.
-  void (*matmul_quant)(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin,
-                       int64_t n_end) = nullptr;
+  // As gemv_float, with x already quantised (rows xq_row_bytes apart; a.x is unused). Any number of
+  // tokens works (in groups); the launcher uses it up to kGemvMaxTokens.
+  void (*gemv_quant)(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin,
+                     int64_t n_end) = nullptr;
 
   // ---- convert.cc: rows between f32 and stored types ----
   // dst = src * scale for t in f32, f16, bf16, f8_e4m3.

@@ -4,8 +4,7 @@
 // read once per row (GQA group 4 on the 7B: 4x less cache traffic). Softmax is online, page by page:
 // the scores of a page are computed, the running max and sum updated (rescaling the accumulators when
 // the max grows), and the page's V rows added with their weights; nothing is O(context) in memory.
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "quant/blocks.h"
 
 namespace hymt::cpu::HYMT_ISA {

@@ -1,8 +1,7 @@
 // Row conversions between f32 and the stored types: embedding rows and norm weights to f32, and the
 // KV cache writes (f32 -> f16, bf16, q8_0). The launchers are embed / kv_write in cpu_ops.cc and
 // attention.cc.
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "quant/blocks.h"
 
 namespace hymt::cpu::HYMT_ISA {

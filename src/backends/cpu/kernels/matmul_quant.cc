@@ -19,8 +19,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "quant/blocks.h"
 
 namespace hymt::cpu::HYMT_ISA {
@@ -451,6 +450,34 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
 }
 
+// q6_K's quants (0..63, offset 32) as 8 chunks of 32 bytes; chunk 4h + c covers elements 128h + 32c..+31.
+inline void ExpandQ6K(const BlockQ6_K& w, I8x32* u) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = w.ql + 64 * h;
+    const uint8_t* qh = w.qh + 32 * h;
+#if defined(HYMT_ISA_IS_generic)
+    for (int l = 0; l < 32; ++l) {
+      u[4 * h + 0].v[l] = static_cast<int8_t>((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
+      u[4 * h + 1].v[l] = static_cast<int8_t>((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+      u[4 * h + 2].v[l] = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+      u[4 * h + 3].v[l] = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+    }
+#else
+    const __m256i l0 = LoadBytes(ql), l1 = LoadBytes(ql + 32), hb = LoadBytes(qh);
+    const __m256i m4 = Splat8(0x0f);
+    u[4 * h + 0] =
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x03)), 4));
+    u[4 * h + 1] =
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x0c)), 2));
+    u[4 * h + 2] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, Splat8(0x30)));
+    u[4 * h + 3] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_srli_epi16(_mm256_and_si256(hb, Splat8(static_cast<int>(0xc0))), 2));
+#endif
+  }
+}
+
 // q6_K against q8_K: d * d_x * sum_j sc_j * (sum_{i in j} q_i qx_i - 32 * bsum_j), sub-blocks of 16.
 // |sum q qx| <= 16 * 63 * 127 per sub-block, |sc| <= 128: the int32 sums stay below 2^29.
 template <int kTokens>
@@ -458,33 +485,10 @@ void Q6KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_block
   const auto* wb = reinterpret_cast<const BlockQ6_K*>(w_row);
   F32x8 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = ZeroF8();
-  I8x32 u[8];  // 8 chunks of 32 elements; chunk 4h + c covers elements 128h + 32c .. +31
+  I8x32 u[8];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ6_K& w = wb[b];
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = w.ql + 64 * h;
-      const uint8_t* qh = w.qh + 32 * h;
-#if defined(HYMT_ISA_IS_generic)
-      for (int l = 0; l < 32; ++l) {
-        u[4 * h + 0].v[l] = static_cast<int8_t>((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
-        u[4 * h + 1].v[l] = static_cast<int8_t>((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
-        u[4 * h + 2].v[l] = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-        u[4 * h + 3].v[l] = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-      }
-#else
-      const __m256i l0 = LoadBytes(ql), l1 = LoadBytes(ql + 32), hb = LoadBytes(qh);
-      const __m256i m4 = Splat8(0x0f);
-      u[4 * h + 0] =
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x03)), 4));
-      u[4 * h + 1] =
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x0c)), 2));
-      u[4 * h + 2] =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, Splat8(0x30)));
-      u[4 * h + 3] =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                          _mm256_srli_epi16(_mm256_and_si256(hb, Splat8(static_cast<int>(0xc0))), 2));
-#endif
-    }
+    ExpandQ6K(w, u);
     const float d = F16ToF32(w.d);
 #if !defined(HYMT_ISA_IS_generic)
     const __m256i scales16 =
@@ -513,6 +517,89 @@ void Q6KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_block
     }
   }
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
+}
+
+// ---- dequantisation to f32 (the GEMM packs weight panels with it) ------------------------------------
+
+// out[i] = u[i] * scale + bias for 32 bytes, (s_lo, b_lo) for bytes 0..15 and (s_hi, b_hi) for 16..31;
+// the bytes are unsigned quants, or signed ones (q8_0) when kSigned.
+template <bool kSigned>
+inline void StoreAsF32(const I8x32& u, float s_lo, float b_lo, float s_hi, float b_hi, float* out) {
+#if defined(HYMT_ISA_IS_avx512)
+  const __m128i halves[2] = {_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)};
+  for (int h = 0; h < 2; ++h) {
+    const __m512i w = kSigned ? _mm512_cvtepi8_epi32(halves[h]) : _mm512_cvtepu8_epi32(halves[h]);
+    _mm512_storeu_ps(out + 16 * h, _mm512_fmadd_ps(_mm512_cvtepi32_ps(w), _mm512_set1_ps(h ? s_hi : s_lo),
+                                                   _mm512_set1_ps(h ? b_hi : b_lo)));
+  }
+#elif defined(HYMT_ISA_IS_avx2)
+  const __m128i halves[2] = {_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)};
+  for (int h = 0; h < 2; ++h) {
+    for (int q = 0; q < 2; ++q) {
+      const __m128i bytes = q == 0 ? halves[h] : _mm_srli_si128(halves[h], 8);
+      const __m256i w = kSigned ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+      _mm256_storeu_ps(out + 16 * h + 8 * q,
+                       _mm256_fmadd_ps(_mm256_cvtepi32_ps(w), _mm256_set1_ps(h ? s_hi : s_lo),
+                                       _mm256_set1_ps(h ? b_hi : b_lo)));
+    }
+  }
+#else
+  for (int i = 0; i < 32; ++i) {
+    const int q = kSigned ? u.v[i] : static_cast<uint8_t>(u.v[i]);
+    out[i] = static_cast<float>(q) * (i < 16 ? s_lo : s_hi) + (i < 16 ? b_lo : b_hi);
+  }
+#endif
+}
+
+template <DType T>
+void DequantizeSimple(const uint8_t* row, int64_t first, int64_t n_blocks, float* out) {
+  using F = SimpleFormat<T>;
+  const auto* wb = reinterpret_cast<const typename F::Block*>(row) + first;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const SimpleBlock e = F::Expand(wb[b]);
+    StoreAsF32<false>(e.u, e.d, e.c, e.d, e.c, out + 32 * b);
+  }
+}
+
+void DequantizeQ8_0(const uint8_t* row, int64_t first, int64_t n_blocks, float* out) {
+  const auto* wb = reinterpret_cast<const BlockQ8_0*>(row) + first;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float d = F16ToF32(wb[b].d);
+    StoreAsF32<true>(LoadBytes(wb[b].qs), d, 0.0f, d, 0.0f, out + 32 * b);
+  }
+}
+
+template <DType T>
+void DequantizeQ45K(const uint8_t* row, int64_t first, int64_t n_blocks, float* out) {
+  using Block = std::conditional_t<T == DType::kQ4_K, BlockQ4_K, BlockQ5_K>;
+  const auto* wb = reinterpret_cast<const Block*>(row) + first;
+  KBlock e;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if constexpr (T == DType::kQ4_K) {
+      ExpandQ4K(wb[b], &e);
+    } else {
+      ExpandQ5K(wb[b], &e);
+    }
+    const ScalesMins sm = UnpackScalesMins(wb[b].scales);
+    const float d = F16ToF32(wb[b].d), dmin = F16ToF32(wb[b].dmin);
+    for (int j = 0; j < 8; ++j) {
+      const float s = d * sm.sc[j], m = -dmin * sm.m[j];
+      StoreAsF32<false>(e.u[j], s, m, s, m, out + kQKK * b + 32 * j);
+    }
+  }
+}
+
+void DequantizeQ6K(const uint8_t* row, int64_t first, int64_t n_blocks, float* out) {
+  const auto* wb = reinterpret_cast<const BlockQ6_K*>(row) + first;
+  I8x32 u[8];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    ExpandQ6K(wb[b], u);
+    const float d = F16ToF32(wb[b].d);
+    for (int c = 0; c < 8; ++c) {
+      const float s_lo = d * wb[b].scales[2 * c], s_hi = d * wb[b].scales[2 * c + 1];
+      StoreAsF32<false>(u[c], s_lo, -32.0f * s_lo, s_hi, -32.0f * s_hi, out + kQKK * b + 32 * c);
+    }
+  }
 }
 
 // ---- the row loop ----------------------------------------------------------------------------------------
@@ -562,7 +649,31 @@ void QuantizeActRow(DType w, const float* x, int64_t k, void* dst) {
   }
 }
 
-void MatMulQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
+void DequantizeRange(DType t, const uint8_t* row, int64_t k0, int64_t n, float* out) {
+  const int64_t bs = IsKFormat(t) ? kQKK : 32, first = k0 / bs, count = n / bs;
+  switch (t) {
+    case DType::kQ4_0:
+      return DequantizeSimple<DType::kQ4_0>(row, first, count, out);
+    case DType::kQ4_1:
+      return DequantizeSimple<DType::kQ4_1>(row, first, count, out);
+    case DType::kQ5_0:
+      return DequantizeSimple<DType::kQ5_0>(row, first, count, out);
+    case DType::kQ5_1:
+      return DequantizeSimple<DType::kQ5_1>(row, first, count, out);
+    case DType::kQ8_0:
+      return DequantizeQ8_0(row, first, count, out);
+    case DType::kQ4_K:
+      return DequantizeQ45K<DType::kQ4_K>(row, first, count, out);
+    case DType::kQ5_K:
+      return DequantizeQ45K<DType::kQ5_K>(row, first, count, out);
+    case DType::kQ6_K:
+      return DequantizeQ6K(row, first, count, out);
+    default:
+      return;
+  }
+}
+
+void GemvQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
   // Rows in blocks of kRowBlock (a few tens of KiB: they stay in L1/L2 while every token group walks
   // them), so that the weights come from memory once however many tokens there are.
   constexpr int64_t kRowBlock = 16;
