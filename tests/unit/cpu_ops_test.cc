@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -850,6 +852,47 @@ TEST(CpuOpsTestOracle, TestDequantizerMatchesQuant) {
     // ggml's dequantisers compute in f32 (d * sc, then * q, then - min): a few roundings.
     for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(mine[i], theirs[i], 4 * kU * mag[i]) << i;
   }
+}
+
+// ---- the per-ISA objects keep to their own namespace
+// --------------------------------------------------------
+
+// Every kernel file is compiled three times with different -m flags. An inline function with external
+// linkage defined in such an object (a std:: template, a helper from a shared header) would be merged by
+// the linker with the other ISAs' copies, and the AVX-512 one could end up called on any CPU; a static
+// initializer would run AVX code at start-up. So each ISA object may define symbols in its own namespace
+// hymt::cpu::<isa> only, and no initialisers (checked with nm; skipped where the objects or nm are absent).
+TEST(CpuIsaObjects, DefineOnlyTheirOwnNamespace) {
+  namespace fs = std::filesystem;
+  int checked = 0;
+  for (const char* isa : {"generic", "avx2", "avx512"}) {
+    const fs::path dir = fs::path(HYMT_BINARY_DIR) / "CMakeFiles" / (std::string("hymt_cpu_") + isa + ".dir");
+    if (!fs::is_directory(dir)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      if (entry.path().extension() != ".o") continue;
+      const std::string cmd = "nm -C --defined-only '" + entry.path().string() + "' 2>/dev/null";
+      FILE* pipe = popen(cmd.c_str(), "r");
+      if (pipe == nullptr) GTEST_SKIP() << "cannot run nm";
+      char line[4096];
+      int symbols = 0;
+      while (std::fgets(line, sizeof line, pipe) != nullptr) {
+        std::string l(line);
+        if (l.size() < 20) continue;
+        EXPECT_EQ(l.find("_GLOBAL__sub_I"), std::string::npos) << "static initialiser in " << entry.path();
+        // Local symbols (lower-case kinds) never meet other objects; global, weak and unique ones do.
+        const char kind = l[17];
+        const bool external = (kind >= 'A' && kind <= 'Z' && kind != 'U' && kind != 'A') || kind == 'u';
+        if (!external) continue;
+        ++symbols;
+        EXPECT_NE(l.find(std::string("hymt::cpu::") + isa + "::"), std::string::npos)
+            << entry.path().filename() << " (" << isa << ") defines a symbol outside hymt::cpu::" << isa
+            << ": " << l;
+      }
+      pclose(pipe);
+      if (symbols > 0) ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no ISA objects found under " << HYMT_BINARY_DIR << " (or nm missing)";
 }
 
 }  // namespace

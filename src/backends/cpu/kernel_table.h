@@ -68,9 +68,12 @@ struct AttentionTask {
   int kv_head = 0;
   DType kv_dtype = DType::kF32;
 };
-// Floats of scratch one attention task needs: scores of one page per query head, plus accumulators.
+// Floats of scratch one attention task needs: per query head one page of scores, the accumulators and
+// the running max and sum; then one page of K and V converted to f32.
 inline size_t AttentionScratchFloats(int group, int head_dim, int page_size) {
-  return static_cast<size_t>(group) * (static_cast<size_t>(page_size) + static_cast<size_t>(head_dim) + 2);
+  const size_t g = static_cast<size_t>(group), hd = static_cast<size_t>(head_dim),
+               ps = static_cast<size_t>(page_size);
+  return g * (ps + hd + 2) + 2 * ps * hd;
 }
 
 struct KernelTable {

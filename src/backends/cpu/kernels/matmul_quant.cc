@@ -339,17 +339,39 @@ struct ScalesMins {
   uint8_t m[8];
 };
 inline ScalesMins UnpackScalesMins(const uint8_t* s) {
+  // ggml's packing, unpacked four at a time in 32-bit words: sc[0..3] and m[0..3] are the low 6 bits of
+  // s[0..3] and s[4..7]; sc[4..7] / m[4..7] are the low / high nibbles of s[8..11] with the top two
+  // bits of s[0..3] / s[4..7] above them.
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t w[3];
+  std::memcpy(w, s, 12);
+  uint32_t out[4];
+  out[0] = w[0] & kLow6;
+  out[1] = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
+  out[2] = w[1] & kLow6;
+  out[3] = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
   ScalesMins r;
-  for (int j = 0; j < 4; ++j) {
-    r.sc[j] = s[j] & 63;
-    r.m[j] = s[j + 4] & 63;
-    r.sc[j + 4] = static_cast<uint8_t>((s[j + 8] & 0x0f) | ((s[j] >> 6) << 4));
-    r.m[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
-  }
+  std::memcpy(&r, out, sizeof r);
   return r;
 }
+static_assert(sizeof(ScalesMins) == 16);
 
 #if !defined(HYMT_ISA_IS_generic)
+// Shuffle masks that broadcast int16 lane j of each 128-bit half to the whole half: bytes 2j, 2j + 1
+// repeated. Plain constant data (a table of __m256i would be built by a static initializer running
+// AVX2 instructions at program start, on every CPU).
+struct Broadcast16Masks {
+  alignas(32) uint8_t bytes[8][32];
+  constexpr Broadcast16Masks() : bytes{} {
+    for (int j = 0; j < 8; ++j)
+      for (int i = 0; i < 32; ++i) bytes[j][i] = static_cast<uint8_t>(2 * j + (i & 1));
+  }
+};
+constexpr Broadcast16Masks kBroadcast16;
+inline __m256i Broadcast16Mask(int j) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kBroadcast16.bytes[j]));
+}
+
 // Two int16 scales, the first for bytes 0..15 of a 32-byte sub-block, the second for bytes 16..31
 // (maddubs pairs 0..7 sit in the low 128 bits).
 inline __m256i Scale16(int lo, int hi) {
@@ -422,6 +444,9 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
     const ScalesMins sm = UnpackScalesMins(w.scales);
     const float d = F16ToF32(w.d), dmin = F16ToF32(w.dmin);
 #if !defined(HYMT_ISA_IS_generic)
+    // The 8 scales as int16, in both 128-bit halves; sub-block j's scale is broadcast from it by a shuffle.
+    const __m256i sc16 = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.sc))));
     // The mins once per pair of bsums (16 inputs each): [m0 m0 m1 m1 ... m7 m7] as int16.
     const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.m)));
     const __m256i mins16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m8, m8)),
@@ -434,7 +459,8 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
 #if defined(HYMT_ISA_IS_generic)
         isum = DotU8S8ScaledAcc(isum, e.u[j], LoadBytes(x.qs + 32 * j), sm.sc[j], sm.sc[j]);
 #else
-        isum = DotU8S8ScaledAcc(isum, e.u[j], LoadBytes(x.qs + 32 * j), _mm256_set1_epi16(sm.sc[j]));
+        isum = DotU8S8ScaledAcc(isum, e.u[j], LoadBytes(x.qs + 32 * j),
+                                _mm256_shuffle_epi8(sc16, Broadcast16Mask(j)));
 #endif
       }
 #if defined(HYMT_ISA_IS_generic)

@@ -33,11 +33,11 @@
 namespace hymt::cpu::HYMT_ISA {
 
 template <typename T>
-inline T Min(T a, T b) {
+constexpr T Min(T a, T b) {
   return a < b ? a : b;
 }
 template <typename T>
-inline T Max(T a, T b) {
+constexpr T Max(T a, T b) {
   return a < b ? b : a;
 }
 
