@@ -3,7 +3,7 @@
 // MatMul at the Hunyuan-MT-7B shapes for every weight type (GEMV: decode; GEMM: a 64-token prefill
 // chunk) and decode attention, each as a ratio to its ceiling. Medians of repeats; spread in brackets.
 //
-//   build/bench/bench_kernels [--quick] [--types bf16,q4_k,...] [--isa generic|avx2|avx512]
+//   build/bench/kernels [--quick] [--types bf16,q4_k,...] [--isa generic|avx2|avx512]
 //
 // Threads: HYMT_THREADS (default: all available cores). Weights are random values of the real shapes;
 // the GEMV working set is several times the last-level cache (copies of the matrix are cycled), so

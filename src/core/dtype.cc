@@ -6,7 +6,7 @@ namespace hymt {
 namespace {
 
 // Indexed by DType. Block sizes and bytes follow ggml's definitions.
-constexpr std::array<DTypeInfo, 14> kInfo = {{
+constexpr std::array<DTypeInfo, 18> kInfo = {{
     {"f32", 1, 4, false},
     {"f16", 1, 2, false},
     {"bf16", 1, 2, false},
@@ -21,7 +21,12 @@ constexpr std::array<DTypeInfo, 14> kInfo = {{
     {"q5_k", 256, 176, true},
     {"q6_k", 256, 210, true},
     {"q8_k", 256, 292, true},
+    {"i8", 1, 1, false},
+    {"i16", 1, 2, false},
+    {"i64", 1, 8, false},
+    {"u8", 1, 1, false},
 }};
+static_assert(kInfo.size() == static_cast<size_t>(DType::kU8) + 1, "one entry per DType");
 
 }  // namespace
 

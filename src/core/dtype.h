@@ -26,6 +26,11 @@ enum class DType : uint8_t {
   kQ5_K,
   kQ6_K,
   kQ8_K,  // activations for the K-quant dot products; never stored in files by hymt
+  // Plain integer types, for index and metadata tensors that checkpoints may carry.
+  kI8,
+  kI16,
+  kI64,
+  kU8,
 };
 
 struct DTypeInfo {

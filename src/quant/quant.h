@@ -11,14 +11,18 @@
 namespace hymt {
 
 // Converts n values of type t at src to f32. n must be a multiple of t's block size.
-// Supports every DType except kI32 (plain float types included).
+// Supports every DType except kI32 (plain float types included). Bit-exact: each value is the f32
+// rounding of the exact value the format defines (docs/QUANTIZATION.md).
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
 
-// Encodes n f32 values as type t (n a multiple of the block size). For the K formats this is the
-// reference scale search documented in docs/QUANTIZATION.md. kF8E4M3 is not a target (read only).
+// Encodes n finite f32 values as type t (n a multiple of the block size): round to nearest against
+// the scales as stored; for the K formats the scales come from the search documented in
+// docs/QUANTIZATION.md. kQ8_0 and kQ8_K are also the activation encoders of the integer dot products
+// (quant_dot.h). Stateless and allocation-free: rows may be encoded on many threads at once.
+// kF8E4M3 is not a target (read only).
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
 
-// True when QuantizeRow supports t.
+// True when QuantizeRow supports t: every type but kF8E4M3 and kI32.
 bool CanQuantizeTo(DType t);
 
 // sum_i dequant(row)[i] * x[i], accumulated in double: the oracle for fast dot kernels.

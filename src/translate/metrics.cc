@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/utf8.h"
+
 namespace hymt {
 namespace {
 
@@ -25,12 +27,12 @@ struct CodePointRange {
 struct LowerRun {
   char32_t first;
   char32_t last;
-  int32_t stride;
+  uint32_t stride;
   int32_t delta;
 };
 
-// The longest full lowercase mapping in Unicode (U+0130 -> U+0069 U+0307) has two code points; the
-// table generator fails if a future Unicode version needs more than this.
+// Full lowercase mappings have at most two code points today (U+0130 -> U+0069 U+0307); the table
+// generator fails if a future Unicode version needs more than this room.
 constexpr size_t kMaxLowerExpansion = 3;
 
 struct MultiLower {
@@ -49,84 +51,23 @@ bool InRanges(const CodePointRange (&ranges)[N], char32_t c) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// UTF-8 <-> code points, with the exact acceptance rules of Python's strict "utf-8" codec.
+// UTF-8 <-> code points. core/utf8 accepts exactly what Python's strict "utf-8" codec accepts
+// (shortest forms, no surrogates, at most U+10FFFF), which is what sacreBLEU reads files with.
 
-// Length of the valid sequence starting at text[i] and its code point, or 0 if Python rejects it.
-size_t DecodeOne(std::string_view text, size_t i, char32_t* out) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char b0 = byte(i);
-  if (b0 < 0x80) {
-    *out = b0;
-    return 1;
+std::u32string DecodeText(std::string_view text, std::string_view what) {
+  if (const size_t bad = FindInvalidUtf8(text); bad != std::string_view::npos) {
+    Fail(ErrorCode::kInvalidArgument, what, ": invalid UTF-8 at byte ", bad);
   }
-  size_t length = 0;
-  unsigned char lo = 0x80;  // range of the second byte; narrower after E0, ED, F0, F4 (overlongs,
-  unsigned char hi = 0xBF;  // surrogates and values above U+10FFFF are errors in Python)
-  char32_t value = 0;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    length = 2;
-    value = b0 & 0x1F;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    length = 3;
-    value = b0 & 0x0F;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    length = 4;
-    value = b0 & 0x07;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (size_t k = 1; k < length; ++k) {
-    const unsigned char b = byte(i + k);
-    const bool ok = (k == 1) ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
-    if (!ok) return 0;
-    value = (value << 6) | (b & 0x3F);
-  }
-  *out = value;
-  return length;
-}
-
-std::u32string DecodeUtf8(std::string_view text, std::string_view what) {
   std::u32string out;
   out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    char32_t c = 0;
-    const size_t length = DecodeOne(text, i, &c);
-    if (length == 0) {
-      throw MetricsInputError(std::string(what) + ": invalid UTF-8 at byte " + std::to_string(i));
-    }
-    out.push_back(c);
-    i += length;
-  }
+  for (size_t pos = 0; pos < text.size();) out.push_back(DecodeUtf8(text, &pos));
   return out;
 }
 
-void AppendUtf8(char32_t c, std::string& out) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
-
-std::string EncodeUtf8(std::u32string_view text) {
+std::string EncodeText(std::u32string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (char32_t c : text) AppendUtf8(c, out);
+  for (char32_t c : text) AppendUtf8(c, &out);
   return out;
 }
 
@@ -227,8 +168,7 @@ std::u32string PythonLower(std::u32string_view text) {
 }
 
 // str.replace(from, to): non-overlapping, left to right, replaced text is not rescanned.
-std::u32string ReplaceAll(std::u32string_view text, std::u32string_view from,
-                          std::u32string_view to) {
+std::u32string ReplaceAll(std::u32string_view text, std::u32string_view from, std::u32string_view to) {
   std::u32string out;
   out.reserve(text.size());
   size_t i = 0;
@@ -256,8 +196,7 @@ constexpr PairSpacing kSpaceAfter{false, true};
 constexpr PairSpacing kSpaceBefore{true, false};
 
 template <typename First, typename Second>
-std::u32string SubstitutePairs(std::u32string_view text, First first, Second second,
-                               PairSpacing spacing) {
+std::u32string SubstitutePairs(std::u32string_view text, First first, Second second, PairSpacing spacing) {
   std::u32string out;
   out.reserve(text.size() + text.size() / 2);
   size_t i = 0;
@@ -296,8 +235,12 @@ std::u32string PadEach(std::u32string_view text, Class in_class) {
 // ------------------------------------------------------------------------------------------------
 // Tokenizers.
 
-bool IsAsciiDigit(char32_t c) { return c >= U'0' && c <= U'9'; }
-bool IsPeriodOrComma(char32_t c) { return c == U'.' || c == U','; }
+bool IsAsciiDigit(char32_t c) {
+  return c >= U'0' && c <= U'9';
+}
+bool IsPeriodOrComma(char32_t c) {
+  return c == U'.' || c == U',';
+}
 
 // mteval's class [\{-\~\[-\` -\&\(-\+\:-\@\/]: ASCII punctuation except ' , - . (and it includes the
 // space, which is harmless as spaces are normalised at the end).
@@ -310,12 +253,14 @@ bool IsMtevalSeparated(char32_t c) {
 std::u32string MtevalRegexes(std::u32string_view line) {
   std::u32string s = PadEach(line, IsMtevalSeparated);
   // period and comma unless preceded by a digit
-  s = SubstitutePairs(s, [](char32_t c) { return !IsAsciiDigit(c); }, IsPeriodOrComma, kSpaceAfter);
+  s = SubstitutePairs(
+      s, [](char32_t c) { return !IsAsciiDigit(c); }, IsPeriodOrComma, kSpaceAfter);
   // period and comma unless followed by a digit
-  s = SubstitutePairs(s, IsPeriodOrComma, [](char32_t c) { return !IsAsciiDigit(c); },
-                      kSpaceBefore);
+  s = SubstitutePairs(
+      s, IsPeriodOrComma, [](char32_t c) { return !IsAsciiDigit(c); }, kSpaceBefore);
   // dash preceded by a digit
-  s = SubstitutePairs(s, IsAsciiDigit, [](char32_t c) { return c == U'-'; }, kSpaceAfter);
+  s = SubstitutePairs(
+      s, IsAsciiDigit, [](char32_t c) { return c == U'-'; }, kSpaceAfter);
   return JoinSplit(s);
 }
 
@@ -356,9 +301,15 @@ std::u32string TokenizeZh(std::u32string_view line) {
   return MtevalRegexes(spaced);
 }
 
-bool IsPunctuation(char32_t c) { return InRanges(kPunctuationRanges, c); }
-bool IsSymbol(char32_t c) { return InRanges(kSymbolRanges, c); }
-bool IsNotNumber(char32_t c) { return !InRanges(kNumberRanges, c); }
+bool IsPunctuation(char32_t c) {
+  return InRanges(kPunctuationRanges, c);
+}
+bool IsSymbol(char32_t c) {
+  return InRanges(kSymbolRanges, c);
+}
+bool IsNotNumber(char32_t c) {
+  return !InRanges(kNumberRanges, c);
+}
 
 std::u32string TokenizeIntl(std::u32string_view line) {
   // (\P{N})(\p{P}) -> '\1 \2 ', then (\p{P})(\P{N}) -> ' \1 \2', then (\p{S}) -> ' \1 '.
@@ -380,44 +331,63 @@ std::u32string TokenizeChar(std::u32string_view line) {
 
 std::u32string Tokenize(std::u32string_view line, BleuTokenizer tokenizer) {
   switch (tokenizer) {
-    case BleuTokenizer::k13a: return Tokenize13a(line);
-    case BleuTokenizer::kZh: return TokenizeZh(line);
-    case BleuTokenizer::kIntl: return TokenizeIntl(line);
-    case BleuTokenizer::kChar: return TokenizeChar(line);
-    case BleuTokenizer::kNone: return std::u32string(line);
+    case BleuTokenizer::k13a:
+      return Tokenize13a(line);
+    case BleuTokenizer::kZh:
+      return TokenizeZh(line);
+    case BleuTokenizer::kIntl:
+      return TokenizeIntl(line);
+    case BleuTokenizer::kChar:
+      return TokenizeChar(line);
+    case BleuTokenizer::kNone:
+      return std::u32string(line);
   }
-  throw MetricsInputError("unknown BLEU tokenizer");
+  Fail(ErrorCode::kInvalidArgument, "unknown BLEU tokenizer value ", static_cast<int>(tokenizer));
 }
 
 // ------------------------------------------------------------------------------------------------
-// N-gram counting. N-grams are keyed by their text with tokens joined by a space; tokens never contain
+// N-gram counting. An n-gram is keyed by its text with tokens joined by one space; tokens never contain
 // whitespace, so the key identifies the token sequence (sacreBLEU uses tuples for BLEU and this same
-// join for chrF++).
+// join for chrF++). Keys are views into a text the table owns, which avoids one allocation per n-gram.
 
-using NgramCounts = std::unordered_map<std::u32string, int64_t>;
+using NgramCounts = std::unordered_map<std::u32string_view, int64_t>;
 
-// result[n - 1] counts the n-grams of order n, n = 1..max_order.
-std::vector<NgramCounts> WordNgrams(const std::vector<std::u32string_view>& tokens, int max_order) {
-  std::vector<NgramCounts> counts(static_cast<size_t>(max_order));
+// A moved vector keeps its buffer, so a table can be moved without invalidating its keys.
+struct NgramTable {
+  std::vector<char32_t> text;       // what the keys point into
+  std::vector<NgramCounts> counts;  // counts[n - 1]: n-grams of order n
+};
+
+NgramTable WordNgrams(const std::vector<std::u32string_view>& tokens, int max_order) {
+  NgramTable table;
+  std::vector<size_t> starts;
+  std::vector<size_t> ends;
+  for (std::u32string_view token : tokens) {
+    if (!table.text.empty()) table.text.push_back(U' ');
+    starts.push_back(table.text.size());
+    table.text.insert(table.text.end(), token.begin(), token.end());
+    ends.push_back(table.text.size());
+  }
+  table.counts.resize(static_cast<size_t>(max_order));
   for (size_t start = 0; start < tokens.size(); ++start) {
-    std::u32string key;
-    for (size_t n = 1; n <= counts.size() && start + n <= tokens.size(); ++n) {
-      if (n > 1) key.push_back(U' ');
-      key.append(tokens[start + n - 1]);
-      ++counts[n - 1][key];
+    for (size_t n = 1; n <= table.counts.size() && start + n <= tokens.size(); ++n) {
+      const size_t end = ends[start + n - 1];
+      ++table.counts[n - 1][std::u32string_view(table.text.data() + starts[start], end - starts[start])];
     }
   }
-  return counts;
+  return table;
 }
 
-std::vector<NgramCounts> CharNgrams(std::u32string_view text, int max_order) {
-  std::vector<NgramCounts> counts(static_cast<size_t>(max_order));
-  for (size_t n = 1; n <= counts.size(); ++n) {
-    for (size_t start = 0; start + n <= text.size(); ++start) {
-      ++counts[n - 1][std::u32string(text.substr(start, n))];
+NgramTable CharNgrams(std::u32string_view chars, int max_order) {
+  NgramTable table;
+  table.text.assign(chars.begin(), chars.end());
+  table.counts.resize(static_cast<size_t>(max_order));
+  for (size_t n = 1; n <= table.counts.size(); ++n) {
+    for (size_t start = 0; start + n <= table.text.size(); ++start) {
+      ++table.counts[n - 1][std::u32string_view(table.text.data() + start, n)];
     }
   }
-  return counts;
+  return table;
 }
 
 int64_t TotalCount(const NgramCounts& counts) {
@@ -427,7 +397,9 @@ int64_t TotalCount(const NgramCounts& counts) {
 }
 
 // Python's math.log with sacreBLEU's my_log guard: log(0) is taken as -9999999999.
-double SacrebleuLog(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
+double SacrebleuLog(double x) {
+  return x == 0.0 ? -9999999999.0 : std::log(x);
+}
 
 std::string FormatFixed(double value, int digits) {
   char buffer[64];
@@ -437,36 +409,34 @@ std::string FormatFixed(double value, int digits) {
 
 // The references of segment `index` in stream order, empty strings dropped (sacreBLEU's
 // _cache_references); throws if none is left.
-std::vector<std::u32string> SegmentReferences(
-    const std::vector<std::vector<std::string>>& ref_streams, size_t index) {
+std::vector<std::u32string> SegmentReferences(const std::vector<std::vector<std::string>>& ref_streams,
+                                              size_t index) {
   std::vector<std::u32string> refs;
   for (size_t k = 0; k < ref_streams.size(); ++k) {
     const std::string& ref = ref_streams[k][index];
     if (ref.empty()) continue;
-    refs.push_back(DecodeUtf8(ref, "reference " + std::to_string(k + 1) + " of segment " +
-                                       std::to_string(index + 1)));
+    refs.push_back(DecodeText(ref, StrCat("reference ", k + 1, " of segment ", index + 1)));
   }
   if (refs.empty()) {
-    throw MetricsInputError("segment " + std::to_string(index + 1) +
-                            ": every reference is empty (sacreBLEU needs one non-empty reference)");
+    Fail(ErrorCode::kInvalidArgument, "segment ", index + 1,
+         ": every reference is empty (sacreBLEU needs one non-empty reference)");
   }
   return refs;
 }
 
 void CheckStreams(size_t num_hypotheses, const std::vector<std::vector<std::string>>& ref_streams) {
-  if (num_hypotheses == 0) throw MetricsInputError("no hypotheses to score");
-  if (ref_streams.empty()) throw MetricsInputError("no reference streams");
+  if (num_hypotheses == 0) Fail(ErrorCode::kInvalidArgument, "no hypotheses to score");
+  if (ref_streams.empty()) Fail(ErrorCode::kInvalidArgument, "no reference streams");
   for (size_t k = 0; k < ref_streams.size(); ++k) {
     if (ref_streams[k].size() != num_hypotheses) {
-      throw MetricsInputError("reference stream " + std::to_string(k + 1) + " has " +
-                              std::to_string(ref_streams[k].size()) + " segments, expected " +
-                              std::to_string(num_hypotheses) + " (one per hypothesis)");
+      Fail(ErrorCode::kInvalidArgument, "reference stream ", k + 1, " has ", ref_streams[k].size(),
+           " segments, expected ", num_hypotheses, " (one per hypothesis)");
     }
   }
 }
 
 std::vector<std::vector<std::string>> SentenceStreams(const std::vector<std::string>& references) {
-  if (references.empty()) throw MetricsInputError("no references");
+  if (references.empty()) Fail(ErrorCode::kInvalidArgument, "no references");
   std::vector<std::vector<std::string>> streams;
   streams.reserve(references.size());
   for (const std::string& ref : references) streams.push_back({ref});
@@ -508,15 +478,17 @@ void AddSegmentStats(const std::u32string& hypothesis, const std::vector<std::u3
                      const BleuOptions& options, BleuStats* stats) {
   const int max_order = options.max_ngram_order;
   // Reference n-gram counts are the maximum over references (clipping), lengths kept per reference.
+  // ref_max's keys point into ref_tables, which therefore live as long as it.
+  std::vector<NgramTable> ref_tables;
   std::vector<NgramCounts> ref_max(static_cast<size_t>(max_order));
   std::vector<int64_t> ref_lens;
   for (const std::u32string& ref : refs) {
     const std::u32string tokenized = BleuTokenized(ref, options);
     const std::vector<std::u32string_view> tokens = PythonSplit(tokenized);
     ref_lens.push_back(static_cast<int64_t>(tokens.size()));
-    std::vector<NgramCounts> counts = WordNgrams(tokens, max_order);
-    for (size_t n = 0; n < counts.size(); ++n) {
-      for (auto& [ngram, count] : counts[n]) {
+    ref_tables.push_back(WordNgrams(tokens, max_order));
+    for (size_t n = 0; n < ref_max.size(); ++n) {
+      for (const auto& [ngram, count] : ref_tables.back().counts[n]) {
         int64_t& slot = ref_max[n][ngram];
         slot = std::max(slot, count);
       }
@@ -527,9 +499,9 @@ void AddSegmentStats(const std::u32string& hypothesis, const std::vector<std::u3
   const int64_t hyp_len = static_cast<int64_t>(tokens.size());
   stats->sys_len += hyp_len;
   stats->ref_len += ClosestRefLength(hyp_len, ref_lens);
-  const std::vector<NgramCounts> hyp_counts = WordNgrams(tokens, max_order);
-  for (size_t n = 0; n < hyp_counts.size(); ++n) {
-    for (const auto& [ngram, count] : hyp_counts[n]) {
+  const NgramTable hyp = WordNgrams(tokens, max_order);
+  for (size_t n = 0; n < hyp.counts.size(); ++n) {
+    for (const auto& [ngram, count] : hyp.counts[n]) {
       stats->total[n] += count;
       const auto hit = ref_max[n].find(ngram);
       if (hit != ref_max[n].end()) stats->correct[n] += std::min(count, hit->second);
@@ -539,17 +511,16 @@ void AddSegmentStats(const std::u32string& hypothesis, const std::vector<std::u3
 
 // sacreBLEU's BLEU.compute_bleu, step for step (the floating-point operations are in the same order).
 BleuScore ComputeBleu(const BleuStats& stats, const BleuOptions& options, bool effective_order) {
-  const int max_order = options.max_ngram_order;
+  const size_t max_order = static_cast<size_t>(options.max_ngram_order);
   BleuScore result;
   result.counts = stats.correct;
   result.totals = stats.total;
   result.sys_len = stats.sys_len;
   result.ref_len = stats.ref_len;
-  result.precisions.assign(static_cast<size_t>(max_order), 0.0);
+  result.precisions.assign(max_order, 0.0);
   if (stats.sys_len < stats.ref_len) {
     result.bp = stats.sys_len > 0
-                    ? std::exp(1.0 - static_cast<double>(stats.ref_len) /
-                                         static_cast<double>(stats.sys_len))
+                    ? std::exp(1.0 - static_cast<double>(stats.ref_len) / static_cast<double>(stats.sys_len))
                     : 0.0;
   } else {
     result.bp = 1.0;
@@ -563,8 +534,8 @@ BleuScore ComputeBleu(const BleuStats& stats, const BleuOptions& options, bool e
   if (options.smoothing == BleuSmoothing::kAddK) smooth_value = options.smooth_value.value_or(1.0);
 
   double smooth_mteval = 1.0;
-  int eff_order = max_order;
-  for (int n = 1; n <= max_order; ++n) {
+  size_t eff_order = max_order;
+  for (size_t n = 1; n <= max_order; ++n) {
     double correct = static_cast<double>(stats.correct[n - 1]);
     double total = static_cast<double>(stats.total[n - 1]);
     if (options.smoothing == BleuSmoothing::kAddK && n > 1) {
@@ -585,16 +556,17 @@ BleuScore ComputeBleu(const BleuStats& stats, const BleuOptions& options, bool e
       precision = 100.0 * correct / total;
     }
   }
+  // A plain left-to-right sum, as Python's sum() before 3.12; sacreBLEU's reference outputs are
+  // bit-identical with it (3.12+ compensates the sum and can differ in the last bit).
   double log_sum = 0.0;
-  for (int n = 0; n < eff_order; ++n) log_sum += SacrebleuLog(result.precisions[n]);
-  result.score = result.bp * std::exp(log_sum / eff_order);
+  for (size_t n = 0; n < eff_order; ++n) log_sum += SacrebleuLog(result.precisions[n]);
+  result.score = result.bp * std::exp(log_sum / static_cast<double>(eff_order));
   return result;
 }
 
 void CheckBleuOptions(const BleuOptions& options) {
   if (options.max_ngram_order < 1) {
-    throw MetricsInputError("BLEU max_ngram_order must be >= 1, got " +
-                            std::to_string(options.max_ngram_order));
+    Fail(ErrorCode::kInvalidArgument, "BLEU max_ngram_order must be >= 1, got ", options.max_ngram_order);
   }
 }
 
@@ -627,32 +599,35 @@ std::vector<std::u32string_view> ChrfWords(std::u32string_view text) {
   return words;
 }
 
-// Character n-grams (orders 1..char_order) then word n-grams (1..word_order) of one segment.
-std::vector<NgramCounts> ChrfNgrams(std::u32string_view text, const ChrfOptions& options) {
-  std::u32string without_space;
-  std::u32string_view chars = text;
-  if (!options.whitespace) {
+// Character n-grams (orders 1..char_order) and word n-grams (1..word_order) of one segment.
+struct ChrfNgrams {
+  NgramTable chars;
+  NgramTable words;  // no orders for chrF
+};
+
+ChrfNgrams ExtractChrfNgrams(std::u32string_view text, const ChrfOptions& options) {
+  ChrfNgrams ngrams;
+  if (options.whitespace) {
+    ngrams.chars = CharNgrams(text, options.char_order);
+  } else {
+    std::u32string without_space;
     for (std::u32string_view piece : PythonSplit(text)) without_space.append(piece);
-    chars = without_space;
+    ngrams.chars = CharNgrams(without_space, options.char_order);
   }
-  std::vector<NgramCounts> ngrams = CharNgrams(chars, options.char_order);
-  if (options.word_order > 0) {
-    std::vector<NgramCounts> words = WordNgrams(ChrfWords(text), options.word_order);
-    std::move(words.begin(), words.end(), std::back_inserter(ngrams));
-  }
+  ngrams.words = WordNgrams(ChrfWords(text), options.word_order);
   return ngrams;
 }
 
 // sacreBLEU's CHRF._compute_f_score over [hyp, ref, match] triples.
 double ChrfFScore(const std::vector<int64_t>& stats, const ChrfOptions& options) {
   constexpr double kEps = 1e-16;
-  const int order = options.char_order + options.word_order;
+  const size_t order = static_cast<size_t>(options.char_order + options.word_order);
   const double factor = static_cast<double>(options.beta) * options.beta;
   double score = 0.0;
   double avg_prec = 0.0;
   double avg_rec = 0.0;
   int effective_order = 0;
-  for (int i = 0; i < order; ++i) {
+  for (size_t i = 0; i < order; ++i) {
     const int64_t n_hyp = stats[3 * i];
     const int64_t n_ref = stats[3 * i + 1];
     const double n_match = static_cast<double>(stats[3 * i + 2]);
@@ -666,7 +641,7 @@ double ChrfFScore(const std::vector<int64_t>& stats, const ChrfOptions& options)
       ++effective_order;
     }
   }
-  if (options.eps_smoothing) return 100 * score / order;
+  if (options.eps_smoothing) return 100 * score / static_cast<double>(order);
   if (effective_order == 0) {
     avg_prec = 0.0;
     avg_rec = 0.0;
@@ -682,29 +657,32 @@ double ChrfFScore(const std::vector<int64_t>& stats, const ChrfOptions& options)
 
 // [hyp, ref, match] per order against the reference with the best F score (first on ties).
 std::vector<int64_t> ChrfSegmentStats(const std::u32string& hypothesis,
-                                      const std::vector<std::u32string>& refs,
-                                      const ChrfOptions& options) {
+                                      const std::vector<std::u32string>& refs, const ChrfOptions& options) {
   const auto prepare = [&](const std::u32string& text) {
-    return ChrfNgrams(options.lowercase ? PythonLower(text) : text, options);
+    return ExtractChrfNgrams(options.lowercase ? PythonLower(text) : text, options);
   };
-  const std::vector<NgramCounts> hyp = prepare(hypothesis);
+  // Appends [hyp, ref, match] for every order of one kind of n-gram.
+  const auto match = [](const NgramTable& hyp, const NgramTable& ref, std::vector<int64_t>* stats) {
+    for (size_t i = 0; i < hyp.counts.size(); ++i) {
+      int64_t matches = 0;
+      for (const auto& [ngram, count] : hyp.counts[i]) {
+        const auto hit = ref.counts[i].find(ngram);
+        if (hit != ref.counts[i].end()) matches += std::min(count, hit->second);
+      }
+      // sacreBLEU counts no hypothesis n-grams for an order the reference lacks.
+      stats->push_back(ref.counts[i].empty() ? 0 : TotalCount(hyp.counts[i]));
+      stats->push_back(TotalCount(ref.counts[i]));
+      stats->push_back(matches);
+    }
+  };
+  const ChrfNgrams hyp = prepare(hypothesis);
   std::vector<int64_t> best_stats;
   double best_f = -1.0;
   for (const std::u32string& ref_text : refs) {
-    const std::vector<NgramCounts> ref = prepare(ref_text);
+    const ChrfNgrams ref = prepare(ref_text);
     std::vector<int64_t> stats;
-    stats.reserve(3 * hyp.size());
-    for (size_t i = 0; i < hyp.size(); ++i) {
-      int64_t match = 0;
-      for (const auto& [ngram, count] : hyp[i]) {
-        const auto hit = ref[i].find(ngram);
-        if (hit != ref[i].end()) match += std::min(count, hit->second);
-      }
-      // sacreBLEU counts no hypothesis n-grams for an order the reference lacks.
-      stats.push_back(ref[i].empty() ? 0 : TotalCount(hyp[i]));
-      stats.push_back(TotalCount(ref[i]));
-      stats.push_back(match);
-    }
+    match(hyp.chars, ref.chars, &stats);
+    match(hyp.words, ref.words, &stats);
     const double f = ChrfFScore(stats, options);
     if (f > best_f) {
       best_f = f;
@@ -715,12 +693,11 @@ std::vector<int64_t> ChrfSegmentStats(const std::u32string& hypothesis,
 }
 
 void CheckChrfOptions(const ChrfOptions& options) {
-  if (options.char_order < 0 || options.word_order < 0 ||
-      options.char_order + options.word_order < 1 || options.beta < 0) {
-    throw MetricsInputError("chrF needs char_order >= 0, word_order >= 0, at least one order and "
-                            "beta >= 0; got char_order " + std::to_string(options.char_order) +
-                            ", word_order " + std::to_string(options.word_order) + ", beta " +
-                            std::to_string(options.beta));
+  if (options.char_order < 0 || options.word_order < 0 || options.char_order + options.word_order < 1 ||
+      options.beta < 0) {
+    Fail(ErrorCode::kInvalidArgument,
+         "chrF needs char_order >= 0, word_order >= 0, at least one order and beta >= 0; got char_order ",
+         options.char_order, ", word_order ", options.word_order, ", beta ", options.beta);
   }
 }
 
@@ -730,8 +707,8 @@ void CheckChrfOptions(const ChrfOptions& options) {
 // Public API.
 
 std::optional<BleuTokenizer> ParseBleuTokenizer(std::string_view name) {
-  for (BleuTokenizer t : {BleuTokenizer::k13a, BleuTokenizer::kZh, BleuTokenizer::kIntl,
-                          BleuTokenizer::kChar, BleuTokenizer::kNone}) {
+  for (BleuTokenizer t : {BleuTokenizer::k13a, BleuTokenizer::kZh, BleuTokenizer::kIntl, BleuTokenizer::kChar,
+                          BleuTokenizer::kNone}) {
     if (BleuTokenizerName(t) == name) return t;
   }
   return std::nullopt;
@@ -747,11 +724,16 @@ std::optional<BleuSmoothing> ParseBleuSmoothing(std::string_view name) {
 
 std::string_view BleuTokenizerName(BleuTokenizer tokenizer) {
   switch (tokenizer) {
-    case BleuTokenizer::k13a: return "13a";
-    case BleuTokenizer::kZh: return "zh";
-    case BleuTokenizer::kIntl: return "intl";
-    case BleuTokenizer::kChar: return "char";
-    case BleuTokenizer::kNone: return "none";
+    case BleuTokenizer::k13a:
+      return "13a";
+    case BleuTokenizer::kZh:
+      return "zh";
+    case BleuTokenizer::kIntl:
+      return "intl";
+    case BleuTokenizer::kChar:
+      return "char";
+    case BleuTokenizer::kNone:
+      return "none";
   }
   return "?";
 }
@@ -761,12 +743,11 @@ double BleuScore::Ratio() const {
 }
 
 std::string TokenizeForBleu(std::string_view text, BleuTokenizer tokenizer) {
-  return EncodeUtf8(Tokenize(DecodeUtf8(text, "text"), tokenizer));
+  return EncodeText(Tokenize(DecodeText(text, "text"), tokenizer));
 }
 
 BleuScore CorpusBleu(const std::vector<std::string>& hypotheses,
-                     const std::vector<std::vector<std::string>>& ref_streams,
-                     const BleuOptions& options) {
+                     const std::vector<std::vector<std::string>>& ref_streams, const BleuOptions& options) {
   CheckBleuOptions(options);
   CheckStreams(hypotheses.size(), ref_streams);
   BleuStats stats;
@@ -774,7 +755,7 @@ BleuScore CorpusBleu(const std::vector<std::string>& hypotheses,
   stats.total.assign(static_cast<size_t>(options.max_ngram_order), 0);
   for (size_t i = 0; i < hypotheses.size(); ++i) {
     const std::vector<std::u32string> refs = SegmentReferences(ref_streams, i);
-    const std::u32string hyp = DecodeUtf8(hypotheses[i], "hypothesis " + std::to_string(i + 1));
+    const std::u32string hyp = DecodeText(hypotheses[i], StrCat("hypothesis ", i + 1));
     AddSegmentStats(hyp, refs, options, &stats);
   }
   return ComputeBleu(stats, options, options.effective_order.value_or(false));
@@ -793,10 +774,9 @@ std::string FormatBleu(const BleuScore& score) {
     if (!precisions.empty()) precisions += '/';
     precisions += FormatFixed(p, 1);
   }
-  return "BLEU = " + FormatFixed(score.score, 2) + " " + precisions + " (BP = " +
-         FormatFixed(score.bp, 3) + " ratio = " + FormatFixed(score.Ratio(), 3) +
-         " hyp_len = " + std::to_string(score.sys_len) + " ref_len = " +
-         std::to_string(score.ref_len) + ")";
+  return "BLEU = " + FormatFixed(score.score, 2) + " " + precisions + " (BP = " + FormatFixed(score.bp, 3) +
+         " ratio = " + FormatFixed(score.Ratio(), 3) + " hyp_len = " + std::to_string(score.sys_len) +
+         " ref_len = " + std::to_string(score.ref_len) + ")";
 }
 
 ChrfOptions ChrfPlusPlusOptions() {
@@ -810,8 +790,7 @@ std::string ChrfScore::Name() const {
 }
 
 ChrfScore CorpusChrf(const std::vector<std::string>& hypotheses,
-                     const std::vector<std::vector<std::string>>& ref_streams,
-                     const ChrfOptions& options) {
+                     const std::vector<std::vector<std::string>>& ref_streams, const ChrfOptions& options) {
   CheckChrfOptions(options);
   CheckStreams(hypotheses.size(), ref_streams);
   ChrfScore result;
@@ -821,7 +800,7 @@ ChrfScore CorpusChrf(const std::vector<std::string>& hypotheses,
   result.stats.assign(3 * static_cast<size_t>(options.char_order + options.word_order), 0);
   for (size_t i = 0; i < hypotheses.size(); ++i) {
     const std::vector<std::u32string> refs = SegmentReferences(ref_streams, i);
-    const std::u32string hyp = DecodeUtf8(hypotheses[i], "hypothesis " + std::to_string(i + 1));
+    const std::u32string hyp = DecodeText(hypotheses[i], StrCat("hypothesis ", i + 1));
     const std::vector<int64_t> stats = ChrfSegmentStats(hyp, refs, options);
     for (size_t k = 0; k < stats.size(); ++k) result.stats[k] += stats[k];
   }
@@ -838,24 +817,10 @@ std::string FormatChrf(const ChrfScore& score) {
   return score.Name() + " = " + FormatFixed(score.score, 2);
 }
 
-std::optional<size_t> FindInvalidUtf8(std::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    char32_t c = 0;
-    const size_t length = DecodeOne(text, i, &c);
-    if (length == 0) return i;
-    i += length;
-  }
-  return std::nullopt;
-}
-
 std::string_view RstripPythonWhitespace(std::string_view text) {
   size_t keep = 0;  // byte length up to the end of the last non-whitespace code point
-  for (size_t i = 0; i < text.size();) {
-    char32_t c = 0;
-    const size_t length = DecodeOne(text, i, &c);
-    if (length == 0) return text;  // precondition broken: leave the text as it is
-    i += length;
-    if (!IsPythonSpace(c)) keep = i;
+  for (size_t pos = 0; pos < text.size();) {
+    if (!IsPythonSpace(DecodeUtf8(text, &pos))) keep = pos;
   }
   return text.substr(0, keep);
 }

@@ -10,7 +10,7 @@
 //   kNr rows accumulates with broadcast-FMA (x read in place, one broadcast per token and input). The
 //   packing costs about a tenth of the FMA time at 64 tokens.
 //   f32 FMA, not vdpbf16ps: on Sapphire Rapids vdpbf16ps retires half the FLOPs of the two FMA ports
-//   (bench_kernels reports both peaks), and it would round x to bf16.
+//   (bench/kernels reports both peaks), and it would round x to bf16.
 #include <utility>
 
 #include "backends/cpu/kernels/kernels.h"

@@ -1,0 +1,539 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <set>
+
+#include "core/half.h"
+#include "core/logging.h"
+#include "core/status.h"
+
+namespace hymt {
+
+using Clock = std::chrono::steady_clock;
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadline: return "deadline";
+    case FinishReason::kRepetition: return "repetition";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+bool LooksLikeLoop(const std::vector<int32_t>& tokens, int32_t min_tokens) {
+  if (min_tokens <= 0 || static_cast<int32_t>(tokens.size()) < min_tokens) return false;
+  const size_t n = tokens.size();
+  for (size_t period = 1; period <= 16 && period * 2 <= static_cast<size_t>(min_tokens); ++period) {
+    bool repeats = true;
+    for (size_t i = n - static_cast<size_t>(min_tokens); i + period < n; ++i) {
+      if (tokens[i] != tokens[i + period]) {
+        repeats = false;
+        break;
+      }
+    }
+    if (repeats) return true;
+  }
+  return false;
+}
+
+struct Engine::Sequence {
+  uint64_t id = 0;
+  GenerationRequest req;
+  std::vector<int32_t> tokens;     // prompt, then generated tokens
+  int32_t n_prompt = 0;
+  int32_t n_cached = 0;            // leading tokens whose keys/values are in the cache
+  std::vector<int32_t> pages;      // page table
+  std::vector<int32_t> generated;
+  std::unique_ptr<Sampler> sampler;
+  Clock::time_point submitted, started, first_token;
+  bool has_started = false, has_token = false;
+};
+
+Engine::Engine(std::shared_ptr<const HunyuanModel> model, Placement placement, EngineOptions options)
+    : model_(std::move(model)), placement_(std::move(placement)), options_(options) {
+  const ModelConfig& c = model_->config();
+  HYMT_CHECK(placement_.embed && placement_.head && static_cast<int>(placement_.layers.size()) == c.n_layers);
+  HYMT_CHECK(options_.max_seqs > 0 && options_.max_step_tokens > 0 && options_.page_size > 0);
+  // Logit rows are gathered into the activation buffers, so a step must have room for every sequence.
+  options_.max_step_tokens = std::max(options_.max_step_tokens, options_.max_seqs);
+  if (options_.kv_pages <= 0) Fail(ErrorCode::kInvalidArgument, "the KV cache needs at least one page");
+
+  std::set<Ops*> seen;
+  auto add_device = [&](Ops* o) {
+    if (seen.insert(o).second) devices_.push_back(o);
+  };
+  add_device(placement_.embed);
+  for (Ops* o : placement_.layers) add_device(o);
+  add_device(placement_.head);
+
+  for (Ops* o : devices_) {
+    size_t bytes = Activations::Bytes(c, options_.max_step_tokens, o->activation_dtype());
+    auto buf = o->Allocate(bytes, "activations");
+    activations_[o] = Activations::Carve(c, options_.max_step_tokens, o->activation_dtype(), o->device(), buf->data());
+    buffers_.push_back(std::move(buf));
+  }
+  kv_ = std::make_unique<KvCache>(c, options_.kv_pages, options_.page_size, options_.kv_dtype, placement_.layers);
+
+  const int64_t vocab = model_->weights().head().rows;
+  const DType logit_dtype = placement_.head->activation_dtype();
+  auto logit_buf = placement_.head->Allocate(DTypeBytes(logit_dtype, vocab * options_.max_seqs), "logits");
+  logits_.data = logit_buf->data();
+  logits_.dtype = logit_dtype;
+  logits_.rows = options_.max_seqs;
+  logits_.cols = vocab;
+  logits_.stride = vocab;
+  logits_.device = placement_.head->device();
+  buffers_.push_back(std::move(logit_buf));
+  host_logits_.resize(static_cast<size_t>(vocab * options_.max_seqs));
+  staging_.resize(static_cast<size_t>(options_.max_step_tokens) * c.hidden * 4 * 2);
+
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Engine::~Engine() { Shutdown(std::chrono::milliseconds(0)); }
+
+uint64_t Engine::Submit(GenerationRequest request) {
+  if (request.prompt.empty()) Fail(ErrorCode::kInvalidArgument, "empty prompt");
+  const int64_t n = static_cast<int64_t>(request.prompt.size());
+  if (n >= options_.max_context)
+    Fail(ErrorCode::kInvalidArgument, "prompt of ", n, " tokens does not fit the context limit of ",
+         options_.max_context, " tokens");
+  if (kv_->pages().PagesFor(n + 1) > kv_->pages().total())
+    Fail(ErrorCode::kInvalidArgument, "prompt of ", n, " tokens exceeds the KV cache (",
+         kv_->pages().total() * options_.page_size, " tokens)");
+  const int32_t vocab = static_cast<int32_t>(model_->weights().head().rows);
+  for (int32_t id : request.prompt)
+    if (id < 0 || id >= vocab) Fail(ErrorCode::kInvalidArgument, "token id ", id, " outside the vocabulary");
+  if (request.max_new_tokens < 1) request.max_new_tokens = 1;
+
+  auto seq = std::make_unique<Sequence>();
+  seq->tokens = request.prompt;
+  seq->n_prompt = static_cast<int32_t>(n);
+  seq->sampler = std::make_unique<Sampler>(request.sampling);
+  seq->submitted = Clock::now();
+  seq->req = std::move(request);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!accepting_) Fail(ErrorCode::kUnavailable, "the engine is shutting down");
+  if (n_pending_ >= options_.max_queue)
+    Fail(ErrorCode::kUnavailable, "the queue is full (", options_.max_queue, " waiting sequences)");
+  seq->id = next_id_++;
+  uint64_t id = seq->id;
+  uint64_t group = seq->req.group;
+  auto& q = pending_[group];
+  if (q.empty()) group_order_.push_back(group);
+  q.push_back(std::move(seq));
+  ++n_pending_;
+  cv_.notify_one();
+  return id;
+}
+
+void Engine::Cancel(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancel_requests_.push_back(id);
+  cv_.notify_one();
+}
+
+GenerationResult Engine::Generate(GenerationRequest request) {
+  auto promise = std::make_shared<std::promise<GenerationResult>>();
+  auto future = promise->get_future();
+  auto user_done = std::move(request.on_done);
+  request.on_done = [promise, user_done](const GenerationResult& r) {
+    if (user_done) user_done(r);
+    promise->set_value(r);
+  };
+  Submit(std::move(request));
+  return future.get();
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.queued = n_pending_;
+  }
+  s.running = stat_running_.load();
+  s.kv_pages_used = stat_pages_used_.load();
+  s.kv_pages_total = kv_->pages().total();
+  s.kv_bytes_total = static_cast<int64_t>(kv_->bytes());
+  s.tokens_generated = stat_generated_.load();
+  s.prompt_tokens = stat_prompt_.load();
+  s.steps = stat_steps_.load();
+  s.preemptions = stat_preemptions_.load();
+  s.decode_tokens_per_second = stat_rate_.load();
+  return s;
+}
+
+void Engine::Shutdown(std::chrono::milliseconds grace) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
+    accepting_ = false;
+    cv_.wait_for(lock, grace, [&] { return n_pending_ == 0 && stat_running_.load() == 0; });
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+void Engine::Loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || n_pending_ > 0 || !running_.empty() || !cancel_requests_.empty(); });
+      if (stopping_) break;
+    }
+    try {
+      Step();
+    } catch (const std::exception& e) {
+      // A failed step (a device error, an allocation the plan should have prevented) ends the sequences
+      // in it; the engine itself stays up for the next requests.
+      HYMT_LOG_ERROR("engine step failed: ", e.what());
+      while (!running_.empty()) Finish(*running_.front(), FinishReason::kError, e.what());
+    }
+  }
+  // Cancel whatever is left.
+  while (!running_.empty()) Finish(*running_.front(), FinishReason::kCancelled);
+  std::vector<std::unique_ptr<Sequence>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [group, q] : pending_)
+      for (auto& s : q) left.push_back(std::move(s));
+    pending_.clear();
+    group_order_.clear();
+    n_pending_ = 0;
+  }
+  for (auto& s : left) {
+    running_.push_back(std::move(s));
+    Finish(*running_.back(), FinishReason::kCancelled);
+  }
+}
+
+void Engine::Finish(Sequence& s, FinishReason reason, const std::string& error) {
+  kv_->pages().Release(s.pages);
+  stat_pages_used_.store(kv_->pages().used());
+  GenerationResult r;
+  r.tokens = std::move(s.generated);
+  r.reason = reason;
+  r.error = error;
+  r.prompt_tokens = s.n_prompt;
+  auto now = Clock::now();
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  r.queue_seconds = s.has_started ? secs(s.started - s.submitted) : secs(now - s.submitted);
+  r.first_token_seconds = s.has_token ? secs(s.first_token - s.submitted) : 0;
+  r.total_seconds = secs(now - s.submitted);
+  auto done = std::move(s.req.on_done);
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &s; });
+  std::unique_ptr<Sequence> owned;
+  if (it != running_.end()) {
+    owned = std::move(*it);
+    running_.erase(it);
+  }
+  stat_running_.store(static_cast<int64_t>(running_.size()));
+  if (done) {
+    try {
+      done(r);
+    } catch (const std::exception& e) {
+      HYMT_LOG_ERROR("a completion callback threw: ", e.what());
+    }
+  }
+}
+
+void Engine::Admit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  PagePool& pool = kv_->pages();
+  while (static_cast<int32_t>(running_.size()) < options_.max_seqs && !group_order_.empty()) {
+    uint64_t group = group_order_.front();
+    auto& q = pending_[group];
+    Sequence& next = *q.front();
+    if (pool.PagesFor(static_cast<int64_t>(next.tokens.size()) + 1) > pool.total()) {
+      // A preempted sequence that grew past the whole cache can never run again: end it here.
+      std::unique_ptr<Sequence> s = std::move(q.front());
+      q.pop_front();
+      --n_pending_;
+      group_order_.pop_front();
+      if (q.empty()) {
+        pending_.erase(group);
+      } else {
+        group_order_.push_back(group);
+      }
+      running_.push_back(std::move(s));
+      mu_.unlock();
+      Finish(*running_.back(), FinishReason::kLength);
+      mu_.lock();
+      continue;
+    }
+    // Admit only when the whole prompt fits next to one spare page per running sequence (their next
+    // decode tokens); otherwise wait for pages to come back.
+    int64_t need = pool.PagesFor(static_cast<int64_t>(next.tokens.size()) + 1) + static_cast<int64_t>(running_.size());
+    if (need > pool.free()) break;
+    running_.push_back(std::move(q.front()));
+    q.pop_front();
+    --n_pending_;
+    group_order_.pop_front();
+    if (q.empty()) {
+      pending_.erase(group);
+    } else {
+      group_order_.push_back(group);  // round-robin between groups
+    }
+  }
+  stat_running_.store(static_cast<int64_t>(running_.size()));
+}
+
+void Engine::Preempt(Sequence& victim) {
+  // Recompute-style preemption: drop its cache and queue it again at the front; its tokens so far
+  // (prompt and generated) are fed again as a prompt when it is readmitted.
+  kv_->pages().Release(victim.pages);
+  victim.n_cached = 0;
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &victim; });
+  HYMT_CHECK(it != running_.end());
+  std::unique_ptr<Sequence> owned = std::move(*it);
+  running_.erase(it);
+  stat_preemptions_.fetch_add(1);
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t group = owned->req.group;
+  auto& q = pending_[group];
+  if (q.empty()) group_order_.push_front(group);
+  q.push_front(std::move(owned));
+  ++n_pending_;
+}
+
+void Engine::Step() {
+  // Cancellations and deadlines take effect at the step boundary.
+  std::vector<uint64_t> cancels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancels.swap(cancel_requests_);
+  }
+  if (!cancels.empty()) {
+    std::set<uint64_t> ids(cancels.begin(), cancels.end());
+    std::vector<std::unique_ptr<Sequence>> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto git = pending_.begin(); git != pending_.end();) {
+        auto& q = git->second;
+        for (auto it = q.begin(); it != q.end();) {
+          if (ids.count((*it)->id)) {
+            dropped.push_back(std::move(*it));
+            it = q.erase(it);
+            --n_pending_;
+          } else {
+            ++it;
+          }
+        }
+        if (q.empty()) {
+          group_order_.erase(std::remove(group_order_.begin(), group_order_.end(), git->first), group_order_.end());
+          git = pending_.erase(git);
+        } else {
+          ++git;
+        }
+      }
+    }
+    for (auto& s : dropped) {
+      running_.push_back(std::move(s));
+      Finish(*running_.back(), FinishReason::kCancelled);
+    }
+    for (size_t i = 0; i < running_.size();) {
+      if (ids.count(running_[i]->id)) {
+        Finish(*running_[i], FinishReason::kCancelled);
+      } else {
+        ++i;
+      }
+    }
+  }
+  const auto now = Clock::now();
+  for (size_t i = 0; i < running_.size();) {
+    if (running_[i]->req.deadline && now > *running_[i]->req.deadline) {
+      Finish(*running_[i], FinishReason::kDeadline);
+    } else {
+      ++i;
+    }
+  }
+
+  Admit();
+  if (running_.empty()) return;
+
+  // Plan the step: every decoding sequence gets one row (oldest first), then prompt chunks fill the
+  // rest of the row budget. A decode that needs a page nobody has preempts the newest sequence.
+  PagePool& pool = kv_->pages();
+  std::vector<Sequence*> plan;
+  std::vector<int32_t> rows;
+  int32_t budget = options_.max_step_tokens;
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence* s = running_[i].get();
+    if (static_cast<int64_t>(s->tokens.size()) - s->n_cached != 1) continue;
+    bool ok = pool.Reserve(s->pages, s->n_cached + 1);
+    while (!ok && running_.back().get() != s) {
+      Sequence* victim = running_.back().get();
+      auto planned = std::find(plan.begin(), plan.end(), victim);
+      if (planned != plan.end()) {
+        rows.erase(rows.begin() + (planned - plan.begin()));
+        plan.erase(planned);
+        ++budget;
+      }
+      Preempt(*victim);
+      ok = pool.Reserve(s->pages, s->n_cached + 1);
+    }
+    if (!ok) {
+      Preempt(*s);
+      break;
+    }
+    plan.push_back(s);
+    rows.push_back(1);
+    --budget;
+  }
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence* s = running_[i].get();
+    int64_t remaining = static_cast<int64_t>(s->tokens.size()) - s->n_cached;
+    if (remaining <= 1 && std::find(plan.begin(), plan.end(), s) != plan.end()) continue;
+    if (remaining <= 0) continue;
+    int64_t chunk = std::min<int64_t>(remaining, budget);
+    // Take as much of the chunk as free pages allow; the rest waits for the next step.
+    int64_t fits = (static_cast<int64_t>(s->pages.size()) + pool.free()) * pool.page_size() - s->n_cached;
+    chunk = std::min(chunk, fits);
+    if (chunk <= 0) continue;
+    HYMT_CHECK(pool.Reserve(s->pages, s->n_cached + chunk));
+    plan.push_back(s);
+    rows.push_back(static_cast<int32_t>(chunk));
+    budget -= static_cast<int32_t>(chunk);
+  }
+  stat_pages_used_.store(pool.used());
+  if (plan.empty()) return;
+
+  const auto t0 = Clock::now();
+  RunForward(plan, rows);
+  stat_steps_.fetch_add(1);
+
+  // Sample for the sequences whose fed tokens reached their end.
+  int64_t sampled = 0;
+  int32_t logit_row = 0;
+  const int64_t vocab = logits_.cols;
+  const int32_t n_valid = options_.n_valid_tokens > 0 ? std::min<int32_t>(options_.n_valid_tokens, vocab)
+                                                       : static_cast<int32_t>(vocab);
+  std::vector<std::pair<Sequence*, FinishReason>> finished;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& s = *plan[i];
+    if (!s.has_started) {
+      s.has_started = true;
+      s.started = t0;
+    }
+    s.n_cached += rows[i];
+    if (s.n_cached != static_cast<int32_t>(s.tokens.size())) continue;
+    std::span<const float> logits(host_logits_.data() + logit_row * vocab, static_cast<size_t>(vocab));
+    ++logit_row;
+    int32_t token = s.sampler->Sample(logits, n_valid, s.tokens);
+    ++sampled;
+    if (std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), token) != s.req.stop_ids.end()) {
+      finished.emplace_back(&s, FinishReason::kStop);
+      continue;
+    }
+    s.tokens.push_back(token);
+    s.generated.push_back(token);
+    if (!s.has_token) {
+      s.has_token = true;
+      s.first_token = Clock::now();
+    }
+    stat_generated_.fetch_add(1);
+    bool keep_going = true;
+    if (s.req.on_token) keep_going = s.req.on_token(token);
+    if (!keep_going) {
+      finished.emplace_back(&s, FinishReason::kStop);
+    } else if (static_cast<int32_t>(s.generated.size()) >= s.req.max_new_tokens ||
+               static_cast<int32_t>(s.tokens.size()) >= options_.max_context) {
+      finished.emplace_back(&s, FinishReason::kLength);
+    } else if (LooksLikeLoop(s.generated, s.req.loop_guard_tokens)) {
+      finished.emplace_back(&s, FinishReason::kRepetition);
+    }
+  }
+  for (auto& [s, reason] : finished) Finish(*s, reason);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (secs > 0 && sampled > 0) {
+    double rate = static_cast<double>(sampled) / secs;
+    double prev = stat_rate_.load();
+    stat_rate_.store(prev == 0 ? rate : 0.8 * prev + 0.2 * rate);
+  }
+  stat_pages_used_.store(pool.used());
+}
+
+void Engine::TransferRows(Ops& from, const Tensor& src, Ops& to, Tensor dst) {
+  const size_t n = static_cast<size_t>(src.rows * src.cols);
+  HYMT_CHECK(staging_.size() >= n * 4 + n * 4);
+  uint8_t* a = staging_.data();
+  uint8_t* b = staging_.data() + n * 4;
+  from.CopyToHost(src, a);
+  if (src.dtype == dst.dtype) {
+    to.CopyFromHost(a, dst);
+    return;
+  }
+  // Convert between the two devices' activation types through f32.
+  std::vector<float> f(n);
+  if (src.dtype == DType::kF32) {
+    std::memcpy(f.data(), a, n * 4);
+  } else {
+    HYMT_CHECK(src.dtype == DType::kBF16);
+    const uint16_t* s = reinterpret_cast<const uint16_t*>(a);
+    for (size_t i = 0; i < n; ++i) f[i] = Bf16ToF32(s[i]);
+  }
+  if (dst.dtype == DType::kF32) {
+    std::memcpy(b, f.data(), n * 4);
+  } else {
+    HYMT_CHECK(dst.dtype == DType::kBF16);
+    uint16_t* d = reinterpret_cast<uint16_t*>(b);
+    for (size_t i = 0; i < n; ++i) d[i] = F32ToBf16(f[i]);
+  }
+  to.CopyFromHost(b, dst);
+}
+
+void Engine::RunForward(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& rows_per_seq) {
+  StepBatch batch;
+  batch.page_size = options_.page_size;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> logit_rows;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    const int32_t n = rows_per_seq[i];
+    int32_t first_row = batch.n_rows();
+    int64_t pages_needed = kv_->pages().PagesFor(s.n_cached + n);
+    batch.AddSeq(n, s.n_cached, std::span<const int32_t>(s.pages.data(), static_cast<size_t>(pages_needed)));
+    ids.insert(ids.end(), s.tokens.begin() + s.n_cached, s.tokens.begin() + s.n_cached + n);
+    if (s.n_cached + n == static_cast<int32_t>(s.tokens.size())) logit_rows.push_back(first_row + n - 1);
+    if (s.n_cached == 0) stat_prompt_.fetch_add(n);
+  }
+  const int64_t n_rows = batch.n_rows();
+  for (Ops* o : devices_) o->BeginStep(batch);
+
+  const HunyuanModel& m = *model_;
+  Ops* cur = placement_.embed;
+  m.Embed(*cur, ids, activations_.at(cur));
+  for (int i = 0; i < m.config().n_layers; ++i) {
+    Ops* o = placement_.layers[i];
+    if (o != cur) {
+      TransferRows(*cur, activations_.at(cur).x.Rows(0, n_rows), *o, activations_.at(o).x.Rows(0, n_rows));
+      cur = o;
+    }
+    m.ForwardLayer(m.layer(i), *o, kv_->layer(i), activations_.at(o), n_rows);
+  }
+  Ops* head = placement_.head;
+  if (head != cur)
+    TransferRows(*cur, activations_.at(cur).x.Rows(0, n_rows), *head, activations_.at(head).x.Rows(0, n_rows));
+  if (logit_rows.empty()) {
+    head->Sync();
+    return;
+  }
+  const int64_t k = static_cast<int64_t>(logit_rows.size());
+  Tensor out = logits_.Rows(0, k);
+  m.Logits(*head, activations_.at(head), logit_rows, out);
+  if (out.dtype == DType::kF32) {
+    head->CopyToHost(out, host_logits_.data());
+  } else {
+    std::vector<uint16_t> tmp(static_cast<size_t>(k * out.cols));
+    head->CopyToHost(out, tmp.data());
+    for (size_t i = 0; i < tmp.size(); ++i) host_logits_[i] = Bf16ToF32(tmp[i]);
+  }
+}
+
+}  // namespace hymt
