@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "quant/blocks.h"
 
 namespace hymt::cpu {
 
@@ -38,16 +39,22 @@ constexpr size_t kGemmScratchBytes = size_t{640} << 10;
 // cache lines of every weight type).
 constexpr int64_t kMatMulRowAlign = 64;
 
-// Activations quantised for the simple block formats (q4_0, q4_1, q5_0, q5_1, q8_0): one block per 32
-// inputs. The scale is kept in f32 (more precise than a q8_0 block's f16, and free to use) and s
-// carries d * sum(qs), which folds the offset of q4_0/q5_0/q8_0 weights and the min of q4_1/q5_1
-// into one multiply per block. The K formats use BlockQ8_K from quant/blocks.h (d, qs, bsums).
-struct BlockQ8Act {
-  float d;
-  float s;
-  int8_t qs[32];
+// Activations of the integer GEMV, one row per token, quantised exactly as quant/'s QuantizeRow does
+// (quant/quant_dot.h: d = max|x| / 127, codes rounded to nearest even within [-127, 127]):
+//  simple formats (q4_0, q4_1, q5_0, q5_1, q8_0): n/32 BlockQ8_0 (f16 scale), followed by two f32
+//    arrays of n/32 for the kernels: d (the f16 scale widened) and s = d * sum(qs), which folds the offset
+//    of q4_0/q5_0 and the min of q4_1/q5_1 into one multiply per block;
+//  K formats (q4_k, q5_k, q6_k): n/256 BlockQ8_K (f32 scale, bsums).
+struct Q8ActRow {
+  const BlockQ8_0* blocks;
+  const float* d;
+  const float* s;
 };
-static_assert(sizeof(BlockQ8Act) == 40);
+inline Q8ActRow ViewQ8ActRow(const void* row, int64_t k) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(row);
+  const auto* d = reinterpret_cast<const float*>(blocks + k / 32);
+  return {blocks, d, d + k / 32};
+}
 
 // One (row, kv head) of attention: the `group` query heads that share kv head `kv_head` attend to
 // positions [0, n_positions) of one sequence through its page table.
@@ -87,7 +94,7 @@ struct KernelTable {
   void (*gemm)(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) = nullptr;
 
   // ---- matmul_quant.cc: GEMV for the ggml block formats with int8 activations ----
-  // Bytes of one quantised activation row of k inputs for weights of type w (BlockQ8Act or BlockQ8_K).
+  // Bytes of one quantised activation row of k inputs for weights of type w (see Q8ActRow).
   size_t (*quant_act_row_bytes)(DType w, int64_t k) = nullptr;
   void (*quantize_act_row)(DType w, const float* x, int64_t k, void* dst) = nullptr;
   // As gemv_float, with x already quantised (rows xq_row_bytes apart; a.x is unused). Any number of

@@ -1,12 +1,13 @@
 // MatMul kernels for the ggml block formats with int8 activations. The launcher is matmul.cc.
 //
-// x is quantised once per call, per token row: BlockQ8Act (32 inputs, f32 scale) for the simple formats
-// and BlockQ8_K (256 inputs) for the K formats. A weight block is expanded to 32 unsigned bytes per
+// x is quantised once per call, per token row, bit for bit as quant/'s QuantizeRow: BlockQ8_0 (32 inputs,
+// f16 scale, plus f32 side arrays, see Q8ActRow) for the simple formats, BlockQ8_K (256 inputs) for the
+// K formats. A weight block is expanded to 32 unsigned bytes per
 // 32 inputs in registers (nibbles, plus the fifth/sixth bits) and multiplied with the int8 activations:
 //   simple formats: vpdpbusd (AVX-512 VNNI) / maddubs + madd (AVX2) to eight int32 lanes per block,
 //     converted and scaled by d_w * d_x in f32. q4_0/q5_0 weights are stored with an offset (q - 8,
 //     q - 16) and q4_1/q5_1 with a min; both become one term c_w * (d_x * sum(qx)) per block, the
-//     activation's sum coming precomputed in BlockQ8Act::s. q8_0 weights are signed: |w| times
+//     activation's sum coming precomputed in Q8ActRow::s. q8_0 weights are signed: |w| times
 //     sign(w) * x, as the unsigned x signed instruction wants.
 //   K formats: maddubs to int16 pairs, then vpdpwssd (VNNI) / madd with the 6- or 8-bit sub-block scale,
 //     all in int32 per super-block (no overflow: see the bounds at each format), one f32 multiply per
@@ -26,49 +27,57 @@ namespace hymt::cpu::HYMT_ISA {
 namespace {
 
 constexpr int kTokenGroup = 4;
-constexpr int kMaxQ8 = 127;
 
-// Rounds to nearest even, as cvtps2dq does under the default MXCSR (so every ISA quantises identically).
-inline int RoundToInt(float v) {
-  return static_cast<int>(__builtin_nearbyintf(v));
+// The encoders of quant/ (quant_simple.cc, quant_k.cc), reproduced bit for bit: d = max|x| / 127 (for
+// Q8_0 saturated to the f16 range and rounded to f16 first), q = x * (1 / d) rounded to nearest even and
+// clamped to [-127, 127]. The clamp matters only when the f16 scale saturates.
+constexpr float kF16Max = 65504.0f;
+constexpr float kQ8KMinAmax = 1e-30f;  // below it 1 / d overflows: quant/ encodes such blocks as zeros
+
+inline int RoundCode(float t) {
+  t = Min(Max(t, -127.0f), 127.0f);
+  return static_cast<int>(__builtin_nearbyintf(t));  // ties to even under the default rounding mode
 }
 
 // ---- activation quantisation -----------------------------------------------------------------------
 
-// d = max|x| / 127, q = round(x / d) computed as x * (1 / d); |x - d q| <= d / 2 (+ an ulp of x / d).
-void QuantizeQ8Act(const float* x, int64_t k, BlockQ8Act* out) {
-  for (int64_t b = 0; b < k / 32; ++b) {
+void QuantizeQ8_0Act(const float* x, int64_t k, void* dst) {
+  const int64_t nb = k / 32;
+  auto* blocks = static_cast<BlockQ8_0*>(dst);
+  float* ds = reinterpret_cast<float*>(blocks + nb);
+  float* ss = ds + nb;
+  for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * 32;
 #if defined(HYMT_ISA_IS_avx512)
-    __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-#elif defined(HYMT_ISA_IS_avx2)
-    __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < 32; i += 8) m = _mm256_max_ps(m, AbsV(_mm256_loadu_ps(xb + i)));
-    const float amax = ReduceMax(m);
 #else
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = Max(amax, __builtin_fabsf(xb[i]));
+    VF m = Zero();
+    for (int i = 0; i < 32; i += kLanes) m = MaxV(m, AbsV(Load(xb + i)));
+    const float amax = ReduceMax(m);
 #endif
-    const float d = amax / kMaxQ8;
+    const uint16_t d16 = F32ToF16(Min(amax / 127.0f, kF16Max));
+    const float d = F16ToF32(d16);
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    BlockQ8Act& o = out[b];
+    BlockQ8_0& o = blocks[b];
+    o.d = d16;
 #if defined(HYMT_ISA_IS_avx512)
-    __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
-    __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs + 16), _mm512_cvtsepi32_epi8(q1));
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f), vid = _mm512_set1_ps(id);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vid), lo), hi));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, vid), lo), hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs + 16), _mm512_cvtepi32_epi8(q1));
     const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 #else
     int sum = 0;
     for (int i = 0; i < 32; ++i) {
-      const int q = RoundToInt(xb[i] * id);
+      const int q = RoundCode(xb[i] * id);
       o.qs[i] = static_cast<int8_t>(q);
       sum += q;
     }
 #endif
-    o.d = d;
-    o.s = d * static_cast<float>(sum);
+    ds[b] = d;
+    ss[b] = d * static_cast<float>(sum);
   }
 }
 
@@ -77,15 +86,15 @@ void QuantizeQ8K(const float* x, int64_t k, BlockQ8_K* out) {
     const float* xb = x + b * kQKK;
     VF m = Zero();
     for (int i = 0; i < kQKK; i += kLanes) m = MaxV(m, AbsV(Load(xb + i)));
-    const float amax = ReduceMax(m);
-    const float d = amax / kMaxQ8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float amax = ReduceMax(m);
+    if (amax < kQ8KMinAmax) amax = 0.0f;
     BlockQ8_K& o = out[b];
-    o.d = d;
+    o.d = amax / 127.0f;
+    const float id = amax != 0.0f ? 1.0f / o.d : 0.0f;
     for (int j = 0; j < kQKK / 16; ++j) {
       int sum = 0;
       for (int i = 0; i < 16; ++i) {
-        const int q = RoundToInt(xb[16 * j + i] * id);
+        const int q = RoundCode(xb[16 * j + i] * id);
         o.qs[16 * j + i] = static_cast<int8_t>(q);
         sum += q;
       }
@@ -282,7 +291,7 @@ struct SimpleFormat<DType::kQ5_1> {
 
 // Sum over blocks of d_w * d_x * isum + c_w * s_x for one weight row and kTokens token rows.
 template <DType T, int kTokens>
-void SimpleRowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_blocks, float* sums) {
+void SimpleRowDot(const uint8_t* w_row, const Q8ActRow* xq, int64_t n_blocks, float* sums) {
   using F = SimpleFormat<T>;
   const auto* wb = reinterpret_cast<const typename F::Block*>(w_row);
   F32x8 acc[kTokens];
@@ -294,9 +303,9 @@ void SimpleRowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_b
   for (int64_t b = 0; b < n_blocks; ++b) {
     const SimpleBlock e = F::Expand(wb[b]);
     for (int t = 0; t < kTokens; ++t) {
-      const BlockQ8Act& xb = xq[t][b];
-      acc[t] = FmaF8(ToF32(DotU8S8(e.u, LoadBytes(xb.qs))), SplatF8(e.d * xb.d), acc[t]);
-      corr[t] += e.c * xb.s;
+      const Q8ActRow& x = xq[t];
+      acc[t] = FmaF8(ToF32(DotU8S8(e.u, LoadBytes(x.blocks[b].qs))), SplatF8(e.d * x.d[b]), acc[t]);
+      corr[t] += e.c * x.s[b];
     }
   }
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]) + corr[t];
@@ -304,7 +313,7 @@ void SimpleRowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_b
 
 // q8_0: signed weights; the product is formed as |w| * (sign(w) x).
 template <int kTokens>
-void Q8RowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_blocks, float* sums) {
+void Q8RowDot(const uint8_t* w_row, const Q8ActRow* xq, int64_t n_blocks, float* sums) {
   const auto* wb = reinterpret_cast<const BlockQ8_0*>(w_row);
   F32x8 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = ZeroF8();
@@ -312,19 +321,18 @@ void Q8RowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_block
     const float d = F16ToF32(wb[b].d);
 #if defined(HYMT_ISA_IS_generic)
     for (int t = 0; t < kTokens; ++t) {
-      const BlockQ8Act& xb = xq[t][b];
+      const BlockQ8_0& xb = xq[t].blocks[b];
       int32_t sum = 0;
       for (int i = 0; i < 32; ++i) sum += static_cast<int32_t>(wb[b].qs[i]) * xb.qs[i];
-      acc[t] += static_cast<float>(sum) * (d * xb.d);
+      acc[t] += static_cast<float>(sum) * (d * xq[t].d[b]);
     }
 #else
     const __m256i w = LoadBytes(wb[b].qs);
     const __m256i abs_w = _mm256_abs_epi8(w);
     for (int t = 0; t < kTokens; ++t) {
-      const BlockQ8Act& xb = xq[t][b];
       // |w| <= 128 and |x| <= 127: a maddubs pair stays below 2 * 128 * 127 < 32768.
-      const __m256i sx = _mm256_sign_epi8(LoadBytes(xb.qs), w);
-      acc[t] = FmaF8(ToF32(DotU8S8(abs_w, sx)), SplatF8(d * xb.d), acc[t]);
+      const __m256i sx = _mm256_sign_epi8(LoadBytes(xq[t].blocks[b].qs), w);
+      acc[t] = FmaF8(ToF32(DotU8S8(abs_w, sx)), SplatF8(d * xq[t].d[b]), acc[t]);
     }
 #endif
   }
@@ -636,27 +644,33 @@ bool IsKFormat(DType w) {
 
 template <int kTokens>
 void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, float* sums) {
-  const auto* const* simple = reinterpret_cast<const BlockQ8Act* const*>(xq);
-  const auto* const* kx = reinterpret_cast<const BlockQ8_K* const*>(xq);
+  if (IsKFormat(w)) {
+    const BlockQ8_K* kx[kTokens];
+    for (int t = 0; t < kTokens; ++t) kx[t] = static_cast<const BlockQ8_K*>(xq[t]);
+    switch (w) {
+      case DType::kQ4_K:
+        return Q45KRowDot<DType::kQ4_K, kTokens>(w_row, kx, k / kQKK, sums);
+      case DType::kQ5_K:
+        return Q45KRowDot<DType::kQ5_K, kTokens>(w_row, kx, k / kQKK, sums);
+      default:
+        return Q6KRowDot<kTokens>(w_row, kx, k / kQKK, sums);
+    }
+  }
+  Q8ActRow rows[kTokens];
+  for (int t = 0; t < kTokens; ++t) rows[t] = ViewQ8ActRow(xq[t], k);
   switch (w) {
     case DType::kQ4_0:
-      return SimpleRowDot<DType::kQ4_0, kTokens>(w_row, simple, k / 32, sums);
+      return SimpleRowDot<DType::kQ4_0, kTokens>(w_row, rows, k / 32, sums);
     case DType::kQ4_1:
-      return SimpleRowDot<DType::kQ4_1, kTokens>(w_row, simple, k / 32, sums);
+      return SimpleRowDot<DType::kQ4_1, kTokens>(w_row, rows, k / 32, sums);
     case DType::kQ5_0:
-      return SimpleRowDot<DType::kQ5_0, kTokens>(w_row, simple, k / 32, sums);
+      return SimpleRowDot<DType::kQ5_0, kTokens>(w_row, rows, k / 32, sums);
     case DType::kQ5_1:
-      return SimpleRowDot<DType::kQ5_1, kTokens>(w_row, simple, k / 32, sums);
+      return SimpleRowDot<DType::kQ5_1, kTokens>(w_row, rows, k / 32, sums);
     case DType::kQ8_0:
-      return Q8RowDot<kTokens>(w_row, simple, k / 32, sums);
-    case DType::kQ4_K:
-      return Q45KRowDot<DType::kQ4_K, kTokens>(w_row, kx, k / kQKK, sums);
-    case DType::kQ5_K:
-      return Q45KRowDot<DType::kQ5_K, kTokens>(w_row, kx, k / kQKK, sums);
-    case DType::kQ6_K:
-      return Q6KRowDot<kTokens>(w_row, kx, k / kQKK, sums);
+      return Q8RowDot<kTokens>(w_row, rows, k / 32, sums);
     default:
-      return;  // the launcher routes only these formats here
+      return;  // the launcher routes only block formats here
   }
 }
 
@@ -664,14 +678,14 @@ void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, flo
 
 size_t QuantActRowBytes(DType w, int64_t k) {
   return IsKFormat(w) ? static_cast<size_t>(k / kQKK) * sizeof(BlockQ8_K)
-                      : static_cast<size_t>(k / 32) * sizeof(BlockQ8Act);
+                      : static_cast<size_t>(k / 32) * (sizeof(BlockQ8_0) + 2 * sizeof(float));
 }
 
 void QuantizeActRow(DType w, const float* x, int64_t k, void* dst) {
   if (IsKFormat(w)) {
     QuantizeQ8K(x, k, static_cast<BlockQ8_K*>(dst));
   } else {
-    QuantizeQ8Act(x, k, static_cast<BlockQ8Act*>(dst));
+    QuantizeQ8_0Act(x, k, dst);
   }
 }
 
