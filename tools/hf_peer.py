@@ -38,6 +38,40 @@ def load(model_dir, dtype, **kw):
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa", **kw).eval()
 
 
+def cmd_make(args):
+    """A random-weight checkpoint of the Hunyuan-MT-7B shape, made on the GPU: N(0, 1/fan_in) matrices,
+    N(0, 1) embedding, norm weights around 1 (as `hymt make-random` does), saved by transformers."""
+    import math
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hy_common as hy
+
+    cfg = AutoConfig.for_model(
+        "hunyuan_v1_dense", vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, hidden_act="silu", max_position_embeddings=32768,
+        rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling={"type": "dynamic", "alpha": 1000.0, "factor": 1.0},
+        tie_word_embeddings=True, bos_token_id=257, eos_token_id=259, pad_token_id=260, attention_bias=False)
+    t0 = time.time()
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g, device="cuda"))
+            elif name.endswith("embed_tokens.weight"):
+                p.copy_(torch.randn(p.shape, generator=g, device="cuda"))
+            else:
+                p.copy_(torch.randn(p.shape, generator=g, device="cuda") / math.sqrt(p.shape[1]))
+    n = sum(p.numel() for p in model.parameters())
+    model.save_pretrained(args.model, safe_serialization=True, max_shard_size="5GB")
+    hy.hub_layout(os.path.join(args.model, "config.json"))
+    hy.write_tiktoken(os.path.join(args.model, "hy.tiktoken"), {bytes([b]): b for b in range(256)})
+    print(f"random 7B checkpoint: {n} parameters, {time.time() - t0:.0f}s", flush=True)
+
+
 def cmd_parity(args):
     import numpy as np
     import torch
@@ -149,6 +183,8 @@ def cmd_offload(args):
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
+    mk = sub.add_parser("make")
+    mk.add_argument("--model", required=True)
     p = sub.add_parser("parity")
     p.add_argument("--model", required=True)
     p.add_argument("--ids-file", required=True)
@@ -164,7 +200,7 @@ def main():
     o.add_argument("--tokens", type=int, default=16)
     o.add_argument("--json", required=True)
     args = ap.parse_args()
-    {"parity": cmd_parity, "bench": cmd_bench, "offload": cmd_offload}[args.cmd](args)
+    {"make": cmd_make, "parity": cmd_parity, "bench": cmd_bench, "offload": cmd_offload}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ const Command kCommands[] = {
     {"eval", hymt::RunEval, "translate a test set and score it (BLEU, chrF)"},
     {"score", hymt::RunScore, "score translations against references (BLEU, chrF, chrF++)"},
     {"quantize", hymt::RunQuantize, "write a GGUF file in another weight format"},
+    {"bench", hymt::RunBench, "measure prefill and decode speed against the memory bandwidth"},
     {"make-random", hymt::RunMakeRandom, "write a random-weight checkpoint of a real shape"},
 };
 
