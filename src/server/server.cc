@@ -105,12 +105,6 @@ std::string Server::load_error() const {
   return load_error_;
 }
 
-Server::State Server::WaitWhileLoading(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(state_mu_);
-  state_cv_.wait_for(lock, timeout, [&] { return state_.load() != State::kLoading; });
-  return state_.load();
-}
-
 void Server::Start() {
   http_ = std::make_unique<httplib::Server>();
   const size_t threads = options_.http_threads > 0
@@ -180,7 +174,6 @@ void Server::Load() {
     State expected = State::kLoading;
     state_.compare_exchange_strong(expected, State::kFailed);
   }
-  state_cv_.notify_all();
 }
 
 void Server::Shutdown(std::chrono::milliseconds grace) {

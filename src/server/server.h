@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -84,8 +83,6 @@ class Server {
   enum class State { kLoading, kReady, kFailed, kStopping };
   State state() const { return state_.load(); }
   std::string load_error() const;
-  // Waits until the state leaves kLoading or `timeout` passes.
-  State WaitWhileLoading(std::chrono::milliseconds timeout);
 
   // Stops accepting connections, lets running requests finish for up to `grace`, cancels the rest,
   // then stops the engine. Idempotent; returns when everything has stopped.
@@ -149,7 +146,6 @@ class Server {
 
   std::atomic<State> state_{State::kLoading};
   mutable std::mutex state_mu_;
-  std::condition_variable state_cv_;
   std::string load_error_;
   std::shared_ptr<Loaded> loaded_;  // set once, under state_mu_
   std::chrono::steady_clock::time_point started_;
