@@ -354,7 +354,8 @@ void LaunchFastT(const AttentionArgs& a, cudaStream_t stream) {
       AttnDecodeKernel<kF16, HD, 8><<<grid, kDecodeThreads, 0, stream>>>(a);
     HYMT_CUDA_CHECK_LAUNCH();
     if (a.n_splits > 1) {
-      AttnCombineKernel < <<dim3(a.n_decode, a.n_heads), HD<32 ? 32 : HD, 0, stream>>>(a);
+      constexpr int kCombineThreads = HD > 32 ? HD : 32;
+      AttnCombineKernel<<<dim3(a.n_decode, a.n_heads), kCombineThreads, 0, stream>>>(a);
       HYMT_CUDA_CHECK_LAUNCH();
     }
   }
