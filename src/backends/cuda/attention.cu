@@ -29,7 +29,7 @@ constexpr int kPrefillBatch = 16;  // keys scored before each softmax update
 template <bool kF16>
 __device__ __forceinline__ void LoadKv8(const uint16_t* p, float o[8]) {
   if constexpr (kF16) {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const uint4 v = Ld16(p);
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -221,11 +221,11 @@ __global__ __launch_bounds__(kPrefillThreads) void AttnPrefillKernel(AttentionAr
       if (j < kv_end) {
         const int64_t page = a.batch.pages[seq.first_page + j / a.kv.page_size];
         const int64_t off = page * page_elems + static_cast<int64_t>(j % a.kv.page_size) * HD + c * 8;
-        kv4 = *reinterpret_cast<const uint4*>(kpool + off);
-        vv4 = *reinterpret_cast<const uint4*>(vpool + off);
+        kv4 = Ld16(kpool + off);
+        vv4 = Ld16(vpool + off);
       }
-      *reinterpret_cast<uint4*>(&sk[kk][c * 8]) = kv4;
-      *reinterpret_cast<uint4*>(&sv[kk][c * 8]) = vv4;
+      St16(&sk[kk][c * 8], kv4);
+      St16(&sv[kk][c * 8], vv4);
     }
     __syncthreads();
     const int n_keys = min(kPrefillKeys, kv_end - k0);
@@ -277,9 +277,9 @@ __global__ __launch_bounds__(kPrefillThreads) void AttnPrefillKernel(AttentionAr
 #pragma unroll
     for (int i = 0; i < kMine; ++i) {
       const float* v = o[i];
-      *reinterpret_cast<uint4*>(out + (part + 4 * i) * 8) =
-          make_uint4(PackBf16(v[0] * inv, v[1] * inv), PackBf16(v[2] * inv, v[3] * inv),
-                     PackBf16(v[4] * inv, v[5] * inv), PackBf16(v[6] * inv, v[7] * inv));
+      St16(out + (part + 4 * i) * 8,
+           make_uint4(PackBf16(v[0] * inv, v[1] * inv), PackBf16(v[2] * inv, v[3] * inv),
+                      PackBf16(v[4] * inv, v[5] * inv), PackBf16(v[6] * inv, v[7] * inv)));
     }
   }
 }

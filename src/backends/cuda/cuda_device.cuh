@@ -68,9 +68,24 @@ __device__ __forceinline__ float MagicByte(uint32_t w) {
 }
 constexpr float kMagic = 8388608.0f;  // 2^23
 
+// 16-byte accesses (global or shared memory; p must be 16-byte aligned). The CPU emulator used to check
+// kernels without a GPU (tools/cuda_emu) verifies the alignment here.
+__device__ __forceinline__ uint4 Ld16(const void* p) {
+#ifdef HYMT_CUDA_EMU
+  EmuCheckAligned(p, 16);
+#endif
+  return *reinterpret_cast<const uint4*>(p);
+}
+__device__ __forceinline__ void St16(void* p, uint4 v) {
+#ifdef HYMT_CUDA_EMU
+  EmuCheckAligned(p, 16);
+#endif
+  *reinterpret_cast<uint4*>(p) = v;
+}
+
 // Reads 8 bf16 (16 bytes, aligned) as floats.
 __device__ __forceinline__ void LoadBf16x8(const uint16_t* p, float out[8]) {
-  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const uint4 v = Ld16(p);
   out[0] = Bf16Lo(v.x);
   out[1] = Bf16Hi(v.x);
   out[2] = Bf16Lo(v.y);

@@ -121,8 +121,11 @@ void LaunchKvWrite(MatView k, MatView v, const KvView& kv, BatchView batch, cuda
 // True when the fast GEMV kernel takes this weight type and these shapes/alignments.
 bool GemvFastSupported(const WeightView& w, MatView x);
 // out[t, n] = sum_k x[t, k] * W[n, k] * w.scale for t < x.rows <= kGemvMaxRows, reading W once.
-// out is bf16, or f32 when out_f32.
-void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream);
+// out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K weights take
+// the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).
+void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
+                size_t act_scratch_bytes, cudaStream_t stream);
+size_t GemvActScratchBytes(int64_t rows, int64_t cols);
 // The simple reference kernel (any row count, any alignment): one block per output element.
 void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream);
 constexpr int kGemvMaxRows = 8;

@@ -323,6 +323,8 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()));
     dequant_ = DeviceMemory(options.dequant_scratch_bytes, "the GEMM dequantisation slab", device);
     attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
+    if (options.q4k_int8_activations)
+      act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
     for (StagingArea* area : {&batch_area_, &ops_area_}) {
       area->capacity = options.staging_bytes;
       area->host = PinnedMemory(options.staging_bytes, "step staging");
@@ -570,7 +572,8 @@ class CudaOpsImpl final : public CudaOps {
       }
       for (int64_t t0 = 0; t0 < x.rows; t0 += cuda::kGemvMaxRows) {
         const int64_t n = std::min<int64_t>(cuda::kGemvMaxRows, x.rows - t0);
-        cuda::LaunchGemv(wv, SubRows(xm, t0, n, 2), SubRows(om, t0, n, out_f32 ? 4 : 2), out_f32, stream_);
+        cuda::LaunchGemv(wv, SubRows(xm, t0, n, 2), SubRows(om, t0, n, out_f32 ? 4 : 2), out_f32, act_.get(),
+                         act_.size(), stream_);
       }
       return;
     }
@@ -752,7 +755,8 @@ class CudaOpsImpl final : public CudaOps {
 
   void* stream() const override { return stream_; }
   size_t ScratchBytes() const override {
-    return cublas_ws_.size() + dequant_.size() + attn_.size() + batch_area_.dev.size() + ops_area_.dev.size();
+    return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + batch_area_.dev.size() +
+           ops_area_.dev.size();
   }
   void SetSimpleKernels(bool on) override { simple_ = on; }
   void Fill16(void* device_ptr, size_t n, uint16_t value) override {
@@ -975,7 +979,7 @@ class CudaOpsImpl final : public CudaOps {
   int sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  DeviceMemory cublas_ws_, dequant_, attn_;
+  DeviceMemory cublas_ws_, dequant_, attn_, act_;
   StagingArea batch_area_, ops_area_;
   PinnedMemory upload_chunks_[2];
   Event upload_done_[2];
@@ -1035,7 +1039,8 @@ bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
 }
 
 size_t CudaOpsScratchBytes(const CudaOpsOptions& o) {
-  return o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes + 2 * o.staging_bytes;
+  return o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes +
+         2 * o.staging_bytes + (o.q4k_int8_activations ? o.activation_scratch_bytes : 0);
 }
 
 size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {

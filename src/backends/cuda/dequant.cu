@@ -26,8 +26,8 @@ __global__ __launch_bounds__(kThreads) void DequantRowsKernel(WeightView w, cons
       constexpr int p = decltype(pc)::value;
       float v[8];
       F::template Dequant<p>(raw, ctx, u, v);
-      *reinterpret_cast<uint4*>(o + F::PieceCol(u, p)) =
-          make_uint4(PackBf16(v[0], v[1]), PackBf16(v[2], v[3]), PackBf16(v[4], v[5]), PackBf16(v[6], v[7]));
+      St16(o + F::PieceCol(u, p), make_uint4(PackBf16(v[0], v[1]), PackBf16(v[2], v[3]), PackBf16(v[4], v[5]),
+                                             PackBf16(v[6], v[7])));
     });
   }
 }
