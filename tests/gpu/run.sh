@@ -106,7 +106,8 @@ echo
 echo "==== summary ($(( $(date +%s) - T0 ))s) ===="
 head -1 "$OUT/host.txt"
 if [[ $TESTS == ON ]]; then
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|^\[==========\] .* ran" "$OUT/gpu_tests.log" | head -40
+  grep -E "^\[==========\] .* ran|^\[  PASSED  \] [0-9]+ tests?\.|^\[  SKIPPED \] [0-9]+ tests?,|^\[  FAILED  \] " \
+    "$OUT/gpu_tests.log" | head -40
   [[ $test_rc -eq 124 ]] && echo "tests TIMED OUT (300 s)"
   grep -B1 -A12 "Failure$" "$OUT/gpu_tests.log" | head -60
 else
