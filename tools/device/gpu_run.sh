@@ -57,7 +57,7 @@ if [[ -f $R7B/config.json && -x $HYMT ]]; then
   if has parity; then
     stage fwd_cuda 90 "$HYMT" forward --model "$R7B" --device cuda --ids "$(cat $W/ids.txt)" -o "$W/hymt_cuda.f32"
     if has cpuparity; then
-      stage fwd_cpu 150 "$HYMT" forward --model "$R7B" --device cpu --ids "$(cat $W/ids.txt)" -o "$W/hymt_cpu.f32"
+      stage fwd_cpu 150 "$HYMT" forward --model "$R7B" --device cpu --cpu-mem 100G --ids "$(cat $W/ids.txt)" -o "$W/hymt_cpu.f32"
     fi
     hy=(--hymt cuda="$W/hymt_cuda.f32"); [[ -f $W/hymt_cpu.f32 ]] && hy+=(--hymt cpu="$W/hymt_cpu.f32")
     stage parity 150 python3 tools/hf_peer.py parity --model "$R7B" --ids-file "$W/ids.txt" --tail 32 "${hy[@]}" \
