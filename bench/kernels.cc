@@ -100,14 +100,26 @@ size_t WorkingSetBytes() {
 
 // Multi-threaded read of a buffer several times the LLC with the thread pool: each thread sums its
 // contiguous share with 64-bit loads (the compiler vectorises them; the loads are far faster than memory).
-Stats ReadBandwidth(int repeats) {
-  const size_t bytes = WorkingSetBytes();
-  AlignedBytes buf(bytes);
+class ReadBandwidth {
+ public:
+  ReadBandwidth() : bytes_(WorkingSetBytes()), buf_(bytes_) {
+    DefaultThreadPool().Run([&](int t, int n) {  // first touch by the thread that will read it
+      const size_t b = bytes_ / n * t, e = t + 1 == n ? bytes_ : bytes_ / n * (t + 1);
+      std::memset(buf_.data() + b, 1, e - b);
+    });
+  }
+  // GB/s, median of `repeats` passes after a warm-up pass.
+  Stats Measure(int repeats);
+
+ private:
+  size_t bytes_;
+  AlignedBytes buf_;
+};
+
+Stats ReadBandwidth::Measure(int repeats) {
+  const size_t bytes = bytes_;
+  const AlignedBytes& buf = buf_;
   ThreadPool& pool = DefaultThreadPool();
-  pool.Run([&](int t, int n) {  // first touch by the thread that will read it
-    const size_t b = bytes / n * t, e = t + 1 == n ? bytes : bytes / n * (t + 1);
-    std::memset(buf.data() + b, 1, e - b);
-  });
   std::vector<uint64_t> sinks(pool.size() * 8);
   std::vector<double> gbs;
   for (int r = 0; r < repeats + 1; ++r) {
@@ -369,6 +381,17 @@ Stats BenchAttention(Ops& ops, DType kv_type, int context, int calls) {
   return Summarise(gbs);
 }
 
+std::string LoadAverage() {
+  char buf[128] = {};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fgets(buf, sizeof buf, f) == nullptr) buf[0] = 0;
+    std::fclose(f);
+  }
+  std::string s(buf);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s.empty() ? "?" : s;
+}
+
 std::string Spread(const Stats& s, int digits = 1) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "[%.*f-%.*f]", digits, s.min, digits, s.max);
@@ -377,9 +400,8 @@ std::string Spread(const Stats& s, int digits = 1) {
 
 int Main(int argc, char** argv) {
   bool quick = false;
-  std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kF8E4M3,
-                              DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                              DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_0,
+                              DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K,   DType::kQ5_K, DType::kQ6_K};
   cpu::Isa isa = cpu::DefaultIsa();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -395,21 +417,23 @@ int Main(int argc, char** argv) {
     } else if (a == "--isa" && i + 1 < argc) {
       if (!cpu::ParseIsa(argv[++i], &isa)) Fail(ErrorCode::kInvalidArgument, "unknown ISA ", argv[i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--types f32,bf16,q4_k,...] [--isa generic|avx2|avx512]\n",
-                   argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--types f32,bf16,q4_k,...] [--isa generic|avx2|avx512]\n", argv[0]);
       return 2;
     }
   }
   auto ops = CreateCpuOps(isa);
   const int repeats = quick ? 3 : 7;
   ThreadPool& pool = DefaultThreadPool();
-  std::printf("hymt CPU kernel lab: backend %s, %d threads, LLC %s, working sets %s\n\n", ops->name().c_str(),
-              pool.size(), FormatBytes(LastLevelCacheBytes()).c_str(),
-              FormatBytes(WorkingSetBytes()).c_str());
+  std::printf("hymt CPU kernel lab: backend %s, %d threads, LLC %s, working sets %s\n", ops->name().c_str(),
+              pool.size(), FormatBytes(LastLevelCacheBytes()).c_str(), FormatBytes(WorkingSetBytes()).c_str());
+  std::printf("load average at start: %s\n", LoadAverage().c_str());
+  std::printf("(when other processes share the machine, the ratios - against ceilings measured next to each\n"
+              "row - hold better than the absolute numbers)\n\n");
 
-  const Stats bw = ReadBandwidth(repeats);
+  ReadBandwidth reader;
+  const Stats bw = reader.Measure(repeats);
   std::printf("ceilings (median [min-max] of %d)\n", repeats);
-  std::printf("  read bandwidth         %8.1f GB/s  %s\n", bw.median, Spread(bw).c_str());
+  std::printf("  read bandwidth         %8.1f GB/s    %s\n", bw.median, Spread(bw).c_str());
   Stats fma{}, bf16{}, vnni{};
 #if defined(__x86_64__)
   if (cpu::IsaSupported(cpu::Isa::kAvx512)) {
@@ -418,46 +442,48 @@ int Main(int argc, char** argv) {
     vnni = Peak(&PeakVnni, 16 * 128, repeats);
     std::printf("  f32 FMA (zmm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
     std::printf("  vdpbf16ps peak         %8.1f GFLOP/s %s\n", bf16.median, Spread(bf16).c_str());
-    std::printf("  vpdpbusd peak          %8.1f GOP/s  %s\n", vnni.median, Spread(vnni).c_str());
+    std::printf("  vpdpbusd peak          %8.1f GOP/s   %s\n", vnni.median, Spread(vnni).c_str());
   } else if (cpu::IsaSupported(cpu::Isa::kAvx2)) {
     fma = Peak(&PeakFma256, 12 * 16, repeats);
     std::printf("  f32 FMA (ymm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
   }
 #endif
   const Stats dispatch = DispatchMicroseconds();
-  std::printf("  pool dispatch          %8.2f us     %s\n\n", dispatch.median, Spread(dispatch, 2).c_str());
+  std::printf("  pool dispatch          %8.2f us      %s\n\n", dispatch.median, Spread(dispatch, 2).c_str());
 
-  std::printf("MatMul: GEMV = 1 token (decode), GB/s of weights read and %% of the read bandwidth;\n");
-  std::printf(
-      "        GEMM = 64 tokens (prefill chunk), GFLOP/s and %% of the peak of the instruction used\n");
-  std::printf("        (f32 FMA for float weights, vpdpbusd for the block formats)\n");
-  std::printf("%-8s %-14s %10s %8s %18s %10s %8s\n", "type", "shape", "GEMV GB/s", "of BW", "spread",
+  std::printf("MatMul at the Hunyuan-MT-7B shapes (rows x inputs).\n");
+  std::printf("  GEMV: 1 token (decode); GB/s of weights read, as %% of the read bandwidth measured just before\n");
+  std::printf("        the type's rows (BW).\n");
+  std::printf("  GEMM: 64 tokens (a prefill chunk); GFLOP/s as %% of the f32 FMA peak (every type's GEMM runs on\n");
+  std::printf("        f32 FMA; block formats are dequantised into the packed panels).\n");
+  std::printf("%-8s %-11s %6s %9s %6s %15s %9s %7s\n", "type", "shape", "BW", "GEMV GB/s", "of BW", "spread",
               "GEMM GF/s", "of peak");
   for (DType t : types) {
-    const bool is_block = GetDTypeInfo(t).quantized;
+    const Stats local_bw = reader.Measure(3);
     for (const Shape& s : kShapes) {
       const MatMulResult r = BenchMatMul(*ops, t, s, quick ? 8 : 25, quick ? 2 : 5, true);
-      const double peak = is_block ? vnni.median : fma.median;
       char shape[32];
-      std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(s.n),
-                    static_cast<long long>(s.k));
-      std::printf("%-8s %-14s %10.1f %7.0f%% %18s %10.1f %7.0f%%\n", DTypeName(t), shape, r.gemv_gbs.median,
-                  100.0 * r.gemv_gbs.median / bw.median, Spread(r.gemv_gbs).c_str(), r.gemm_gflops.median,
-                  peak > 0 ? 100.0 * r.gemm_gflops.median / peak : 0.0);
+      std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(s.n), static_cast<long long>(s.k));
+      std::printf("%-8s %-11s %6.1f %9.1f %5.0f%% %15s %9.1f %6.0f%%\n", DTypeName(t), shape, local_bw.median,
+                  r.gemv_gbs.median, 100.0 * r.gemv_gbs.median / local_bw.median, Spread(r.gemv_gbs).c_str(),
+                  r.gemm_gflops.median, fma.median > 0 ? 100.0 * r.gemm_gflops.median / fma.median : 0.0);
       std::fflush(stdout);
     }
   }
 
-  std::printf("\nDecode attention (32 q heads, 8 kv heads, head_dim 128, one token), GB/s of K+V read\n");
-  std::printf("%-8s %8s %10s %8s %18s\n", "kv", "context", "GB/s", "of BW", "spread");
+  std::printf("\nDecode attention (32 q heads, 8 kv heads, head_dim 128, one token, 32 layers' caches cycled);\n");
+  std::printf("GB/s of K and V read, as %% of the read bandwidth measured just before (BW)\n");
+  std::printf("%-8s %8s %6s %9s %6s %15s\n", "kv", "context", "BW", "GB/s", "of BW", "spread");
   for (DType kv : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    const Stats local_bw = reader.Measure(3);
     for (int context : {512, 4096}) {
       const Stats a = BenchAttention(*ops, kv, context, quick ? 32 : 96);
-      std::printf("%-8s %8d %10.1f %7.0f%% %18s\n", DTypeName(kv), context, a.median,
-                  100.0 * a.median / bw.median, Spread(a).c_str());
+      std::printf("%-8s %8d %6.1f %9.1f %5.0f%% %15s\n", DTypeName(kv), context, local_bw.median, a.median,
+                  100.0 * a.median / local_bw.median, Spread(a).c_str());
       std::fflush(stdout);
     }
   }
+  std::printf("\nload average at end: %s\n", LoadAverage().c_str());
   return 0;
 }
 
