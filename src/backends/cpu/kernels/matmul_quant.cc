@@ -868,6 +868,11 @@ void DequantizeRange(DType t, const uint8_t* row, int64_t k0, int64_t n, float* 
   }
 }
 
+// Weight rows prefetched ahead of the one being computed (into L2). Measured on the 4096 x 4096 GEMV,
+// one thread, weights in memory: q4_0 4.4 -> 7.4 GB/s, q4_k 6.7 -> 8.8 GB/s with 2 rows (1 row: 7.2 and
+// 8.0; 4 rows: 6.7 and 8.1).
+constexpr int64_t kPrefetchRows = 2;
+
 void GemvQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
   // Rows in blocks of kRowBlock (a few tens of KiB: they stay in L1/L2 while every token group walks
   // them), so that the weights come from memory once however many tokens there are.
@@ -881,6 +886,12 @@ void GemvQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t
       float sums[kTokenGroup];
       for (int64_t n = nb; n < ne; ++n) {
         const uint8_t* w_row = a.w + static_cast<size_t>(n) * a.w_row_bytes;
+        // A later row into L2 while this one is computed: the block kernels consume memory more slowly
+        // than the float ones, and the hardware prefetcher alone does not run far enough ahead of them
+        // to hide the memory latency.
+        if (n + kPrefetchRows < n_end)
+          for (size_t off = 0; off < a.w_row_bytes; off += 64)
+            __builtin_prefetch(w_row + kPrefetchRows * a.w_row_bytes + off, 0, 2);
         switch (nt) {
           case 1:
             RowDot<1>(a.w_dtype, w_row, rows, a.k, sums);
