@@ -1,22 +1,25 @@
-// MatMul kernels for the ggml block formats with int8 activations. The launcher is matmul.cc.
+// GEMV kernels for the ggml block formats with int8 activations, and the block formats' dequantisation
+// for the GEMM's packed panels (matmul_float.cc). The launcher is matmul.cc.
 //
 // x is quantised once per call, per token row, bit for bit as quant/'s QuantizeRow: BlockQ8_0 (32 inputs,
 // f16 scale, plus f32 side arrays, see Q8ActRow) for the simple formats, BlockQ8_K (256 inputs) for the
-// K formats. A weight block is expanded to 32 unsigned bytes per
-// 32 inputs in registers (nibbles, plus the fifth/sixth bits) and multiplied with the int8 activations:
+// K formats. A weight block is expanded to 32 unsigned bytes per 32 inputs in registers (nibbles, plus
+// the fifth / sixth bits) and multiplied with the int8 activations:
 //   simple formats: vpdpbusd (AVX-512 VNNI) / maddubs + madd (AVX2) to eight int32 lanes per block,
 //     converted and scaled by d_w * d_x in f32. q4_0/q5_0 weights are stored with an offset (q - 8,
 //     q - 16) and q4_1/q5_1 with a min; both become one term c_w * (d_x * sum(qx)) per block, the
 //     activation's sum coming precomputed in Q8ActRow::s. q8_0 weights are signed: |w| times
 //     sign(w) * x, as the unsigned x signed instruction wants.
-//   K formats: maddubs to int16 pairs, then vpdpwssd (VNNI) / madd with the 6- or 8-bit sub-block scale,
-//     all in int32 per super-block (no overflow: see the bounds at each format), one f32 multiply per
-//     super-block; mins (q4_K, q5_K) and q6_K's offset 32 use the activation's bsums.
-// The generic build computes the same integer sums with scalar loops (and so is the oracle of the
-// vector ones, besides quant/'s DotRef).
+//   K formats: maddubs to int16 pairs, then vpdpwssd (AVX-512 VNNI, two 32-input sub-blocks per 512-bit
+//     instruction) / madd (AVX2) with the 6- or 8-bit sub-block scale, all in int32 per super-block (no
+//     overflow: see the bounds at each format), one f32 multiply per super-block; mins (q4_K, q5_K) and
+//     q6_K's offset 32 use the activation's bsums.
+// The generic build computes the same integer sums with scalar loops; the tests compare all of them
+// with quant/'s integer Dot.
 //
-// GEMV and GEMM share one loop: each weight block is expanded once and dotted with up to kTokenGroup
-// tokens; with more tokens the row is walked again per group (it stays in L1, x stays in L2).
+// One loop serves any number of tokens: each weight block is expanded once and dotted with up to
+// kTokenGroup tokens; with more tokens the row is walked again per group (it stays in L1, x in L2). The
+// launcher uses it up to kGemvMaxTokens tokens; above that the GEMM is faster.
 #include <cstring>
 #include <type_traits>
 
@@ -147,15 +150,16 @@ inline I32x8 DotU8S8(I8x32 u, I8x32 s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 #endif
 }
-// acc + sum over pairs of (u[2i] s[2i] + u[2i+1] s[2i+1]) * scale16[i]: the K formats' scaled sub-block dot.
+#if defined(HYMT_ISA_IS_avx2)
+// acc + sum over pairs of (u[2i] s[2i] + u[2i+1] s[2i+1]) * scale16[i]: the K formats' scaled sub-block dot
+// (AVX-512 has its own 64-input version of the K-format dots).
 inline I32x8 DotU8S8ScaledAcc(I32x8 acc, I8x32 u, I8x32 s, __m256i scale16) {
-  const __m256i pairs = _mm256_maddubs_epi16(u, s);
-#if defined(HYMT_ISA_IS_avx512)
-  return _mm256_dpwssd_epi32(acc, pairs, scale16);
-#else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scale16));
-#endif
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale16));
 }
+inline I32x8 ZeroI8() {
+  return _mm256_setzero_si256();
+}
+#endif
 inline F32x8 ToF32(I32x8 v) {
   return _mm256_cvtepi32_ps(v);
 }
@@ -167,9 +171,6 @@ inline F32x8 SplatF8(float v) {
 }
 inline F32x8 ZeroF8() {
   return _mm256_setzero_ps();
-}
-inline I32x8 ZeroI8() {
-  return _mm256_setzero_si256();
 }
 inline float ReduceF8(F32x8 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -378,7 +379,7 @@ inline __m128i UnpackScalesMinsV(const uint8_t* s) {
 }
 #endif
 
-#if !defined(HYMT_ISA_IS_generic)
+#if defined(HYMT_ISA_IS_avx2)
 // Shuffle masks that broadcast int16 lane j of each 128-bit half to the whole half: bytes 2j, 2j + 1
 // repeated. Plain constant data (a table of __m256i would be built by a static initializer running
 // AVX2 instructions at program start, on every CPU).
@@ -447,6 +448,7 @@ inline void ExpandQ5K(const BlockQ5_K& b, KBlock* e) {
 #endif
 }
 
+#if !defined(HYMT_ISA_IS_avx512)  // AVX-512: Q45KRowDot512 and Q6KRowDot512 below
 // q4_K / q5_K against q8_K: d * d_x * sum_j sc_j * isum_j - dmin * d_x * sum_j m_j * bsum_j.
 // |isum_j| <= 32 * 31 * 127 and sc_j <= 63, so the int32 sum over 8 sub-blocks stays below 2^24.
 template <DType T, int kTokens>
@@ -499,6 +501,8 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
 }
 
+#endif
+
 // q6_K's quants (0..63, offset 32) as 8 chunks of 32 bytes; chunk 4h + c covers elements 128h + 32c..+31.
 inline void ExpandQ6K(const BlockQ6_K& w, I8x32* u) {
   for (int h = 0; h < 2; ++h) {
@@ -527,6 +531,7 @@ inline void ExpandQ6K(const BlockQ6_K& w, I8x32* u) {
   }
 }
 
+#if !defined(HYMT_ISA_IS_avx512)
 // q6_K against q8_K: d * d_x * sum_j sc_j * (sum_{i in j} q_i qx_i - 32 * bsum_j), sub-blocks of 16.
 // |sum q qx| <= 16 * 63 * 127 per sub-block, |sc| <= 128: the int32 sums stay below 2^29.
 template <int kTokens>
@@ -567,6 +572,7 @@ void Q6KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_block
   }
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
 }
+#endif
 
 #if defined(HYMT_ISA_IS_avx512)
 // ---- the K formats on AVX-512: two 32-input sub-blocks per instruction -----------------------------------
