@@ -25,7 +25,7 @@ GREEDY_TOKENS = 32
 OUTPUT_GAIN = 4.0
 MIN_GREEDY_MARGIN = 0.05   # top-2 logit gap required along every f32 greedy step
 MIN_DISTINCT = 6           # a continuation must not be one short pattern repeated
-SEED_TRIES = 150
+SEED_TRIES = 40
 
 FIXTURES = [
     # name, hidden, layers, heads, kv heads, head_dim, ffn, tied, tokenizer file, config layout, shard size
@@ -100,23 +100,28 @@ def randomize(model, f, seed):
 
 
 def q8_0_copy(model):
-    """A copy of the model whose matrices went through ggml's Q8_0 (blocks of 32 along a row, scale
-    absmax/127 stored as f16, round to nearest): an independent check that the fixture's greedy path
-    survives 8-bit weights, so hymt's q8_0 files must reproduce it."""
+    """A copy of the model that computes as hymt's q8_0 CPU path does: matrices through ggml's Q8_0
+    (blocks of 32 along a row, scale absmax/127 stored as f16, round to nearest) and the inputs of every
+    matrix product quantised the same way (int8 activations). A greedy path that survives this is one
+    hymt's q8_0 files must reproduce."""
     import copy
     import torch
 
+    def q8(t):
+        b = t.reshape(*t.shape[:-1], t.shape[-1] // 32, 32).double()
+        d = b.abs().amax(-1, keepdim=True) / 127.0
+        inv = torch.where(d > 0, 1.0 / d, torch.zeros_like(d))
+        codes = torch.round(b * inv).clamp(-127, 127)
+        return (codes * d.float().half().double()).reshape(t.shape).to(t.dtype)
+
     q = copy.deepcopy(model)
     with torch.no_grad():
-        for name, p in q.named_parameters():
-            if p.dim() != 2 or p.shape[1] % 32:
-                continue
-            b = p.reshape(p.shape[0], -1, 32).double()
-            d = b.abs().amax(-1, keepdim=True) / 127.0
-            inv = torch.where(d > 0, 1.0 / d, torch.zeros_like(d))
-            codes = torch.round(b * inv).clamp(-127, 127)
-            d16 = d.float().half().double()
-            p.copy_((codes * d16).reshape(p.shape).float())
+        for _, p in q.named_parameters():
+            if p.dim() == 2 and p.shape[1] % 32 == 0:
+                p.copy_(q8(p))
+    for m in q.modules():
+        if isinstance(m, torch.nn.Linear) and m.in_features % 32 == 0:
+            m.register_forward_pre_hook(lambda mod, args: (q8(args[0]),))
     return q
 
 
@@ -194,26 +199,37 @@ def main():
         else:
             raise SystemExit("no config spelling gives the alpha RoPE base")
         # Pick the first seed whose greedy paths are confident (no near-ties), varied, and unchanged by
-        # Q8_0 weights: the tests then hold hymt to them exactly.
+        # q8_0 weights and activations: the tests then hold hymt to them exactly. If no seed gets every
+        # prompt there, keep the best one and record which prompts are q8_0-stable.
+        best = None
         for attempt in range(SEED_TRIES):
-            randomize(model, f, seed=1000 + 100 * idx + attempt)
+            seed = 1000 + 100 * idx + attempt
+            randomize(model, f, seed=seed)
             if f["tied"]:
                 model.tie_weights()
-            ok = True
             q8 = q8_0_copy(model)
+            stable, min_margin, varied = [], float("inf"), True
             for ids in prompt_ids:
                 g32, margin = greedy_with_margins(model, ids, GREEDY_TOKENS)
                 g8, _ = greedy_with_margins(q8, ids, GREEDY_TOKENS)
-                if margin < MIN_GREEDY_MARGIN or len(set(g32)) < MIN_DISTINCT or g8 != g32:
-                    ok = False
-                    break
-            if ok:
-                print(f"{f['name']}: seed attempt {attempt} accepted", flush=True)
+                stable.append(g8 == g32)
+                min_margin = min(min_margin, margin)
+                varied &= len(set(g32)) >= MIN_DISTINCT
+            score = (varied and min_margin >= MIN_GREEDY_MARGIN, sum(stable), min_margin)
+            if best is None or score > best[0]:
+                best = (score, seed, stable)
+            if score[0] and all(stable):
                 break
-        else:
-            raise SystemExit(f"{f['name']}: no seed gave confident, q8_0-stable greedy paths")
+        score, seed, stable = best
+        if not score[0]:
+            raise SystemExit(f"{f['name']}: no seed gave confident, varied greedy paths")
+        randomize(model, f, seed=seed)
+        if f["tied"]:
+            model.tie_weights()
+        print(f"{f['name']}: seed {seed}; q8_0-stable prompts {stable}; min margin {score[2]:.3f}", flush=True)
         n_params = sum(p.numel() for p in model.parameters())
         tensors, meta = {}, {"fixture": f, "params": n_params, "prompts": PROMPTS, "n_tokens": n_tokens,
+                             "seed": seed, "q8_0_stable": stable,
                              "vocab_rows": VOCAB_ROWS, "greedy_tokens": GREEDY_TOKENS, "dtypes": {}}
         for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
             m = model.to(dtype)

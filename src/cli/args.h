@@ -2,6 +2,8 @@
 // repeated options and positional arguments, with a generated --help.
 #pragma once
 
+#include <cstdint>
+
 #include <map>
 #include <optional>
 #include <string>

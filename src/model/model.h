@@ -5,6 +5,8 @@
 // activations.
 #pragma once
 
+#include <cstdint>
+
 #include <memory>
 #include <span>
 #include <vector>

@@ -4,6 +4,8 @@
 // validation, placement on devices, quantisation and `hymt info` all walk it.
 #pragma once
 
+#include <cstdint>
+
 #include <functional>
 #include <string>
 #include <vector>

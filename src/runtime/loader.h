@@ -2,6 +2,8 @@
 // The weights stay memory-mapped; nothing is placed on a device here (that is the planner's job).
 #pragma once
 
+#include <cstdint>
+
 #include <memory>
 #include <string>
 #include <vector>

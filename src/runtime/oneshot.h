@@ -2,6 +2,8 @@
 // Used by parity tests and the `hymt forward` tool; allocates what the sequence needs and frees it.
 #pragma once
 
+#include <cstdint>
+
 #include <span>
 #include <vector>
 

@@ -2,6 +2,8 @@
 // The CLI commands and the server open one of these; everything about memory goes through the plan.
 #pragma once
 
+#include <cstdint>
+
 #include <memory>
 #include <string>
 

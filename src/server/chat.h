@@ -2,6 +2,8 @@
 // several turns, n choices generated together, stop strings, streaming deltas, cancellation.
 #pragma once
 
+#include <cstdint>
+
 #include <atomic>
 #include <chrono>
 #include <functional>

@@ -13,6 +13,8 @@
 //   POST /v1/chat/completions; GET /v1/models     OpenAI-compatible
 #pragma once
 
+#include <cstdint>
+
 #include <atomic>
 #include <chrono>
 #include <functional>

@@ -9,6 +9,8 @@
 // way; only greedy translations are cached, since only they are repeatable.
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 #include <vector>
 

@@ -2,6 +2,8 @@
 // translations reassembled in order. Used by the CLI and the server; it sees no JSON and no HTTP.
 #pragma once
 
+#include <cstdint>
+
 #include <atomic>
 #include <chrono>
 #include <functional>

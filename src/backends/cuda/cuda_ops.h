@@ -36,6 +36,8 @@
 // PrepareWeight and Allocate throw.
 #pragma once
 
+#include <cstdint>
+
 #include <cstddef>
 #include <memory>
 #include <string>

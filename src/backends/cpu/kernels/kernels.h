@@ -2,6 +2,8 @@
 // kernel files call each other. Contracts: kernel_table.h.
 #pragma once
 
+#include <cstdint>
+
 #include "backends/cpu/kernel_table.h"
 #include "backends/cpu/kernels/simd.h"
 
