@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "ops/ops.h"
+
 namespace hymt {
 
 struct SamplingParams {
@@ -36,13 +38,15 @@ class Sampler {
   // Ties in greedy mode go to the lowest id.
   int32_t Sample(std::span<const float> logits, int32_t n_valid, std::span<const int32_t> history);
 
+  // The spec for the next token (draws this step's random number), for Ops::SampleTokens.
+  SampleSpec NextSpec(std::span<const int32_t> history);
+
   const SamplingParams& params() const { return params_; }
 
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<float> scratch_;
-  std::vector<int32_t> order_;
 };
 
 }  // namespace hymt

@@ -164,6 +164,10 @@ class StandinImpl final : public StandinOps {
   void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor out) override {
     cpu_->GatherRows(x, rows, out);
   }
+  void SampleTokens(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid,
+                    std::span<int32_t> out) override {
+    cpu_->SampleTokens(logits, specs, n_valid, out);
+  }
 
   // ---- streaming: the host layout is the device layout; the ops run synchronously, so every op
   // enqueued before an UploadAsync has finished when it is called, and WaitUpload blocks the host.
