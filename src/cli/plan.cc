@@ -27,11 +27,13 @@ int RunPlan(int argc, char** argv) {
       .Option("ctx", "tokens per sequence (0: planner's choice)", "0")
       .Option("kv-type", "KV cache type (default: f32 on the CPU, bf16 on a GPU)")
       .Option("plan-mode", "force a mode: resident, partial, streamed or cpu (default: the planner's choice)")
-      .Option("gpu-layers", "partial and streamed plans: layers resident on the GPU (-1: planner's choice)", "-1")
+      .Option("gpu-layers", "partial and streamed plans: layers resident on the GPU (-1: planner's choice)",
+              "-1")
       .Option("ring-depth", "streamed plans: GPU slots for streamed layers (0: planner's choice)", "0");
   if (!args.Parse(argc, argv)) return 0;
   PlanInput in;
-  if (args.Has("shape") && args.Has("model")) Fail(ErrorCode::kInvalidArgument, "give --model or --shape, not both");
+  if (args.Has("shape") && args.Has("model"))
+    Fail(ErrorCode::kInvalidArgument, "give --model or --shape, not both");
   GpuBytesFn gpu_bytes;
 #ifdef HYMT_HAVE_CUDA
   gpu_bytes = [](DType t, int64_t rows, int64_t cols) { return CudaPreparedWeightBytes(t, rows, cols); };
@@ -47,7 +49,8 @@ int RunPlan(int argc, char** argv) {
   } else {
     std::string path = args.Get("model");
     if (path.empty()) path = FindDemoModel();
-    if (path.empty()) Fail(ErrorCode::kNotFound, "no --model given and the demo model was not found (set HYMT_DEMO_MODEL)");
+    if (path.empty())
+      Fail(ErrorCode::kNotFound, "no --model given and the demo model was not found (set HYMT_DEMO_MODEL)");
     LoadedModel m = LoadModel(path);
     in.config = m.config;
     std::map<std::string, DType> stored;

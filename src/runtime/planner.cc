@@ -21,15 +21,19 @@ constexpr int kCpuDefaultSeqs = 16;
 constexpr int kGpuDefaultSeqs = 32;
 constexpr int kStreamedDefaultSeqs = 64;
 // Rows per step (prefill chunks plus decode tokens). GPU steps shrink, halving, when their activations
-// would take more than 1/kActivationShare of the budget, but not below kMinStepTokens.
+// would take more than 1/kActivationShare of the budget (better spent on KV pages), but not below
+// kMinStepTokens.
 constexpr int kCpuStepTokens = 512;
 constexpr int kGpuStepTokens = 2048;
 constexpr int kMinStepTokens = 256;
-constexpr uint64_t kActivationShare = 8;
+constexpr uint64_t kActivationShare = 16;
 // Typical translation sequences are short; the pool holds this many tokens per running sequence on
-// average (longer ones borrow from shorter ones; preemption handles the rest). Also the sequence size
-// the batch prediction assumes.
+// average (longer ones borrow from shorter ones; preemption handles the rest).
 constexpr int kAverageTokensPerSeq = 768;
+// The batch a plan's speed is predicted at: as many sequences as its KV pages hold at this size (a
+// sentence and its translation in the prompt template: ~48 + 64 tokens, rounded up). Choosing between
+// plans by this batch favours KV pages (and a GPU head) where a step's weight traffic is fixed.
+constexpr int kPredictedSeqTokens = 256;
 // Defaults when the user gives no budget: what the device or host reports free minus a margin for
 // other processes.
 constexpr uint64_t kGpuMargin = uint64_t{512} << 20;
@@ -40,7 +44,9 @@ constexpr int kDefaultRingDepth = 2;
 // The smallest-budget search stops at this resolution; the answer is rounded up to it.
 constexpr uint64_t kBudgetResolution = uint64_t{16} << 20;
 
-uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t RoundUp(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 uint64_t Sum(const std::vector<uint64_t>& v) {
   uint64_t s = 0;
@@ -81,7 +87,8 @@ class Planner {
     auto consider = [&](std::optional<Plan> p) {
       if (p && (!best || p->predicted_batch_tok_s > best->predicted_batch_tok_s)) best = std::move(p);
     };
-    if ((any || in_.mode == "streamed") && in_.gpu_can_stream) consider(Offload(f, true, gpu_budget, cpu_budget));
+    if ((any || in_.mode == "streamed") && in_.gpu_can_stream)
+      consider(Offload(f, true, gpu_budget, cpu_budget));
     if (any || in_.mode == "partial") consider(Offload(f, false, gpu_budget, cpu_budget));
     return best;
   }
@@ -113,17 +120,20 @@ class Planner {
 
   // The first N layers resident on the GPU, the others streamed (or, for partial, on the CPU); the
   // head on whichever device predicts faster. N and the head's place are searched.
-  std::optional<Plan> Offload(const WeightFormat& f, bool streamed, uint64_t gpu_budget, uint64_t cpu_budget) const {
+  std::optional<Plan> Offload(const WeightFormat& f, bool streamed, uint64_t gpu_budget,
+                              uint64_t cpu_budget) const {
     std::optional<Plan> best;
     const int n = c_.n_layers;
     for (bool head_on_gpu : {true, false}) {
-      const int first = in_.gpu_layers >= 0 ? in_.gpu_layers : (streamed ? 0 : 1);
+      // A partial plan has layers on both devices; a streamed one may stream them all.
+      const int first = std::max(in_.gpu_layers >= 0 ? in_.gpu_layers : 0, streamed ? 0 : 1);
       const int last = in_.gpu_layers >= 0 ? in_.gpu_layers : n - 1;
       for (int resident = first; resident <= std::min(last, n - 1); ++resident) {
         Layout l;
         l.mode = streamed ? "streamed" : "partial";
         for (int i = 0; i < n; ++i)
-          l.layers.push_back(i < resident ? LayerHome::kGpu : (streamed ? LayerHome::kStreamed : LayerHome::kCpu));
+          l.layers.push_back(i < resident ? LayerHome::kGpu
+                                          : (streamed ? LayerHome::kStreamed : LayerHome::kCpu));
         l.head_on_gpu = head_on_gpu;
         // A tied head is the embedding table: it lives with the head. An untied model keeps its table on
         // the CPU and sends the looked-up rows up.
@@ -141,11 +151,13 @@ class Planner {
 
   // Tries the largest step size whose activations stay within their share of the budget, halving
   // down to the minimum until the plan fits.
-  std::optional<Plan> WithStepTokens(const WeightFormat& f, Layout l, uint64_t gpu_budget, uint64_t cpu_budget) const {
+  std::optional<Plan> WithStepTokens(const WeightFormat& f, Layout l, uint64_t gpu_budget,
+                                     uint64_t cpu_budget) const {
     l.kv_type = in_.gpu_kv_type;
     const int floor = std::max(kMinStepTokens, l.max_seqs);
     int step = std::max(kGpuStepTokens, l.max_seqs);
-    while (step / 2 >= floor && Activations::Bytes(c_, step, in_.gpu_activation_type) * kActivationShare > gpu_budget)
+    while (step / 2 >= floor &&
+           Activations::Bytes(c_, step, in_.gpu_activation_type) * kActivationShare > gpu_budget)
       step /= 2;
     for (; step >= floor; step /= 2) {
       l.step_tokens = step;
@@ -155,7 +167,8 @@ class Planner {
   }
 
   // Sizes a layout; nullopt when one max_context sequence of KV does not fit next to everything else.
-  std::optional<Plan> Build(const WeightFormat& f, const Layout& l, uint64_t gpu_budget, uint64_t cpu_budget) const {
+  std::optional<Plan> Build(const WeightFormat& f, const Layout& l, uint64_t gpu_budget,
+                            uint64_t cpu_budget) const {
     Plan p;
     p.mode = l.mode;
     p.format = f;
@@ -203,6 +216,7 @@ class Planner {
       p.cpu_weight_bytes += f.head_bytes;
     }
     p.gpu_ring_bytes = p.ring_slot_bytes * static_cast<uint64_t>(l.ring_depth);
+    if (gpu_kv_layers > 0) p.gpu_weight_bytes += f.rope_gpu_bytes;
 
     // Activations on each device that computes (the engine gives each its own), logits on the head's
     // device, and on the host the sampled logits and the cross-device staging.
@@ -218,34 +232,35 @@ class Planner {
       p.cpu_scratch_bytes += Activations::Bytes(c_, l.step_tokens, DType::kF32);
       if (!l.head_on_gpu) p.cpu_scratch_bytes += DTypeBytes(DType::kF32, vocab * l.max_seqs);
     }
-    p.cpu_scratch_bytes += DTypeBytes(DType::kF32, vocab * l.max_seqs) +
-                           static_cast<uint64_t>(l.step_tokens) * c_.hidden * 8;
+    p.cpu_scratch_bytes +=
+        DTypeBytes(DType::kF32, vocab * l.max_seqs) + static_cast<uint64_t>(l.step_tokens) * c_.hidden * 8;
 
     // KV: one page table for every layer; each layer's pool lives on its device.
     const uint64_t page_layer = KvCache::PageBytesPerLayer(c_, kPageSize, l.kv_type);
     const uint64_t gpu_page = page_layer * gpu_kv_layers;
     const uint64_t cpu_page = page_layer * (c_.n_layers - gpu_kv_layers);
     const int64_t want = std::max<int64_t>(
-        min_pages_, (int64_t{l.max_seqs} * std::min(max_context_, kAverageTokensPerSeq) + kPageSize - 1) / kPageSize);
+        min_pages_,
+        (int64_t{l.max_seqs} * std::min(max_context_, kAverageTokensPerSeq) + kPageSize - 1) / kPageSize);
     int64_t fit = want;
+    // Each budget (0: no limit) must hold what is fixed; the KV pages then fill what is left of both.
     auto limit = [&](uint64_t budget, uint64_t used, uint64_t per_page) {
-      if (budget == 0 || per_page == 0) return true;  // no limit, or nothing of the KV here
+      if (budget == 0) return true;
       if (used > budget) return false;
-      fit = std::min<int64_t>(fit, static_cast<int64_t>((budget - used) / per_page));
+      if (per_page > 0) fit = std::min<int64_t>(fit, static_cast<int64_t>((budget - used) / per_page));
       return true;
     };
     const uint64_t gpu_used = p.gpu_weight_bytes + p.gpu_ring_bytes + p.gpu_scratch_bytes + p.gpu_fixed_bytes;
     const uint64_t cpu_used = p.cpu_weight_bytes + p.cpu_pinned_bytes + p.cpu_scratch_bytes;
-    if (uses_gpu && gpu_used > gpu_budget) return std::nullopt;
-    if (!limit(uses_gpu ? gpu_budget : 0, gpu_used, gpu_page) || !limit(cpu_budget, cpu_used, cpu_page))
-      return std::nullopt;
+    if (uses_gpu && (gpu_budget == 0 || !limit(gpu_budget, gpu_used, gpu_page))) return std::nullopt;
+    if (!limit(cpu_budget, cpu_used, cpu_page)) return std::nullopt;
     if (fit < min_pages_) return std::nullopt;
     p.kv_pages = fit;
     p.gpu_kv_bytes = gpu_page * static_cast<uint64_t>(fit);
     p.cpu_kv_bytes = cpu_page * static_cast<uint64_t>(fit);
 
-    p.predicted_batch = static_cast<int>(
-        std::clamp<int64_t>(p.kv_pages * kPageSize / std::min(max_context_, kAverageTokensPerSeq), 1, l.max_seqs));
+    p.predicted_batch = static_cast<int>(std::clamp<int64_t>(
+        p.kv_pages * kPageSize / std::min(max_context_, kPredictedSeqTokens), 1, l.max_seqs));
     p.predicted_decode_tok_s = 1.0 / StepSeconds(p, 1);
     p.predicted_batch_tok_s = p.predicted_batch / StepSeconds(p, p.predicted_batch);
     return p;
@@ -258,8 +273,12 @@ class Planner {
     const WeightFormat& f = p.format;
     const double rows = batch;
     double gpu = 0, cpu = 0, copied = 0;
-    auto gpu_part = [&](double bytes, double params) { gpu += std::max(bytes / s.gpu_bandwidth, 2 * params * rows / s.gpu_flops); };
-    auto cpu_part = [&](double bytes, double params) { cpu += std::max(bytes / s.cpu_bandwidth, 2 * params * rows / s.cpu_flops); };
+    auto gpu_part = [&](double bytes, double params) {
+      gpu += std::max(bytes / s.gpu_bandwidth, 2 * params * rows / s.gpu_flops);
+    };
+    auto cpu_part = [&](double bytes, double params) {
+      cpu += std::max(bytes / s.cpu_bandwidth, 2 * params * rows / s.cpu_flops);
+    };
     for (int i = 0; i < c_.n_layers; ++i) {
       const double params = static_cast<double>(f.layer_params);
       if (p.layers[i] == LayerHome::kCpu) {
@@ -270,8 +289,9 @@ class Planner {
       }
     }
     const double head_params = static_cast<double>(c_.vocab_rows) * c_.hidden;
-    const double head_bytes = static_cast<double>(c_.tied_output ? (p.head_on_gpu ? f.embed_gpu_bytes : f.embed_bytes)
-                                                                 : (p.head_on_gpu ? f.head_gpu_bytes : f.head_bytes));
+    const double head_bytes =
+        static_cast<double>(c_.tied_output ? (p.head_on_gpu ? f.embed_gpu_bytes : f.embed_bytes)
+                                           : (p.head_on_gpu ? f.head_gpu_bytes : f.head_bytes));
     if (p.head_on_gpu) {
       gpu_part(head_bytes, head_params);
     } else {
@@ -306,9 +326,12 @@ std::string BudgetFlag(uint64_t bytes) {
 
 const char* LayerHomeName(LayerHome home) {
   switch (home) {
-    case LayerHome::kCpu: return "cpu";
-    case LayerHome::kGpu: return "gpu";
-    case LayerHome::kStreamed: return "streamed";
+    case LayerHome::kCpu:
+      return "cpu";
+    case LayerHome::kGpu:
+      return "gpu";
+    case LayerHome::kStreamed:
+      return "streamed";
   }
   return "?";
 }
@@ -332,12 +355,14 @@ DType LoadTypeFor(const std::string& weight_type, const ModelConfig& c, const Te
 }
 
 WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool quantize_at_load,
-                           const std::function<DType(const TensorSpec&)>& type_of, const GpuBytesFn& gpu_bytes) {
+                           const std::function<DType(const TensorSpec&)>& type_of,
+                           const GpuBytesFn& gpu_bytes) {
   WeightFormat f;
   f.name = name;
   f.quantize_at_load = quantize_at_load;
   f.layer_bytes.assign(c.n_layers, 0);
   f.layer_gpu_bytes.assign(c.n_layers, 0);
+  f.rope_gpu_bytes = RoundUp(DTypeBytes(DType::kF32, c.head_dim / 2), 256);
   uint64_t main_bytes = 0;
   ForEachTensorSpec(c, [&](const TensorSpec& s) {
     const DType t = type_of(s);
@@ -363,17 +388,21 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
   return f;
 }
 
-std::vector<WeightFormat> CandidateFormats(const ModelConfig& c, const std::function<DType(const TensorSpec&)>& stored,
+std::vector<WeightFormat> CandidateFormats(const ModelConfig& c,
+                                           const std::function<DType(const TensorSpec&)>& stored,
                                            const std::string& stored_name, const std::string& weight_type,
                                            const GpuBytesFn& gpu_bytes) {
   auto load_as = [&](const std::string& type) {
-    return MeasureFormat(c, type, true, [&](const TensorSpec& s) { return LoadTypeFor(type, c, s); }, gpu_bytes);
+    return MeasureFormat(
+        c, type, true, [&](const TensorSpec& s) { return LoadTypeFor(type, c, s); }, gpu_bytes);
   };
   if (!weight_type.empty()) {
     WeightFormat f = load_as(weight_type);
     // Asking for the format the weights already have quantises nothing.
     bool changes = false;
-    ForEachTensorSpec(c, [&](const TensorSpec& s) { changes |= !s.is_norm && LoadTypeFor(weight_type, c, s) != stored(s); });
+    ForEachTensorSpec(c, [&](const TensorSpec& s) {
+      changes |= !s.is_norm && LoadTypeFor(weight_type, c, s) != stored(s);
+    });
     f.quantize_at_load = changes;
     return {f};
   }
@@ -399,14 +428,17 @@ Plan MakePlan(const PlanInput& in) {
                static_cast<int>(f.layer_gpu_bytes.size()) == c.n_layers);
   if (in.device != "auto" && in.device != "cpu" && in.device != "gpu")
     Fail(ErrorCode::kInvalidArgument, "planner device must be auto, cpu or gpu, got '", in.device, "'");
-  if (!in.mode.empty() && in.mode != "resident" && in.mode != "partial" && in.mode != "streamed" && in.mode != "cpu")
-    Fail(ErrorCode::kInvalidArgument, "plan mode must be resident, partial, streamed or cpu, got '", in.mode, "'");
+  if (!in.mode.empty() && in.mode != "resident" && in.mode != "partial" && in.mode != "streamed" &&
+      in.mode != "cpu")
+    Fail(ErrorCode::kInvalidArgument, "plan mode must be resident, partial, streamed or cpu, got '", in.mode,
+         "'");
   if (in.gpu_layers >= c.n_layers)
-    Fail(ErrorCode::kInvalidArgument, "--gpu-layers ", in.gpu_layers, " must be below the model's ", c.n_layers,
-         " layers (all layers on the GPU is the resident plan)");
+    Fail(ErrorCode::kInvalidArgument, "--gpu-layers ", in.gpu_layers, " must be below the model's ",
+         c.n_layers, " layers (all layers on the GPU is the resident plan)");
   if (in.device == "gpu" && !in.have_gpu)
     Fail(ErrorCode::kUnavailable, "a GPU was asked for, but no CUDA device is available");
-  if (in.mode == "cpu" && in.device == "gpu") Fail(ErrorCode::kInvalidArgument, "plan mode cpu with a GPU device");
+  if (in.mode == "cpu" && in.device == "gpu")
+    Fail(ErrorCode::kInvalidArgument, "plan mode cpu with a GPU device");
 
   Planner planner(in);
   // The context is already created when the free memory is read (CudaMemoryInfo creates it), and it is
@@ -415,37 +447,42 @@ Plan MakePlan(const PlanInput& in) {
       in.gpu_budget > 0 ? in.gpu_budget
                         : (in.gpu_free > kGpuMargin ? in.gpu_free - kGpuMargin + kGpuContextBytes : 0);
   const uint64_t cpu_budget =
-      in.cpu_budget > 0 ? in.cpu_budget : (in.cpu_available > kCpuMargin ? in.cpu_available - kCpuMargin : in.cpu_available);
+      in.cpu_budget > 0 ? in.cpu_budget
+                        : (in.cpu_available > kCpuMargin ? in.cpu_available - kCpuMargin : in.cpu_available);
   const bool try_gpu = in.have_gpu && in.device != "cpu" && in.mode != "cpu";
   const bool try_cpu = in.device != "gpu" && (in.mode.empty() || in.mode == "cpu");
 
   std::vector<std::string> notes;
   if (in.max_context > 0 && c.max_positions > 0 && in.max_context > c.max_positions)
-    notes.push_back(StrCat("context ", in.max_context, " exceeds the model's trained ", c.max_positions, " positions"));
+    notes.push_back(
+        StrCat("context ", in.max_context, " exceeds the model's trained ", c.max_positions, " positions"));
   std::optional<Plan> plan;
   if (try_gpu) plan = planner.Gpu(gpu_budget, cpu_budget);
   if (!plan && try_gpu && try_cpu)
-    notes.push_back(StrCat("the GPU budget of ", FormatBytes(gpu_budget), " holds no GPU plan; running on the CPU"));
+    notes.push_back(
+        StrCat("the GPU budget of ", FormatBytes(gpu_budget), " holds no GPU plan; running on the CPU"));
   if (!plan && try_cpu) plan = planner.Cpu(cpu_budget);
 
   if (!plan) {
     // Name the smallest budgets that would work, each with the other budget as given.
     const WeightFormat& all = in.formats.front();
     const uint64_t everything = Sum(all.layer_bytes) + all.embed_bytes + all.head_bytes;
-    const uint64_t hi = 2 * (everything + Sum(all.layer_gpu_bytes) + all.embed_gpu_bytes + all.head_gpu_bytes +
-                             in.gpu_fixed_bytes) +
+    const uint64_t hi = 2 * (everything + Sum(all.layer_gpu_bytes) + all.embed_gpu_bytes +
+                             all.head_gpu_bytes + in.gpu_fixed_bytes) +
                         (uint64_t{64} << 30);
     std::string msg = "nothing fits:";
     std::vector<std::string> fixes;
     if (try_gpu) {
       if (planner.Gpu(hi, cpu_budget)) {
-        const uint64_t need = SmallestBudget(hi, [&](uint64_t b) { return planner.Gpu(b, cpu_budget).has_value(); });
+        const uint64_t need =
+            SmallestBudget(hi, [&](uint64_t b) { return planner.Gpu(b, cpu_budget).has_value(); });
         const Plan smallest = *planner.Gpu(need, cpu_budget);
-        msg += StrCat(" the GPU budget is ", FormatBytes(gpu_budget), "; the smallest GPU plan (", smallest.mode, ", ",
-                      smallest.format.name, ") needs ", FormatBytes(need), ";");
+        msg += StrCat(" the GPU budget is ", FormatBytes(gpu_budget), "; the smallest GPU plan (",
+                      smallest.mode, ", ", smallest.format.name, ") needs ", FormatBytes(need), ";");
         fixes.push_back(StrCat("--gpu-mem ", BudgetFlag(need)));
       } else {
-        msg += StrCat(" no GPU plan fits the host budget of ", FormatBytes(cpu_budget), " (streamed and partial plans "
+        msg += StrCat(" no GPU plan fits the host budget of ", FormatBytes(cpu_budget),
+                      " (streamed and partial plans "
                       "keep weights in host memory);");
       }
     }
@@ -471,20 +508,26 @@ Plan MakePlan(const PlanInput& in) {
   Plan p = std::move(*plan);
   p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
   if (p.format.quantize_at_load)
-    p.notes.push_back(StrCat("weights are quantised to ", p.format.name, " at load (", in.formats.front().name,
+    p.notes.push_back(StrCat("weights are quantised to ", p.format.name, " at load (",
+                             in.formats.front().name,
                              " does not fit this plan; --weight-type chooses a format)"));
   if (p.mode == "streamed")
-    p.notes.push_back(StrCat(p.CountLayers(LayerHome::kStreamed), " layers are copied from pinned host memory every "
-                             "step through a ring of ", p.ring_depth, " GPU slots; each step moves the same bytes "
+    p.notes.push_back(StrCat(p.CountLayers(LayerHome::kStreamed),
+                             " layers are copied from pinned host memory every "
+                             "step through a ring of ",
+                             p.ring_depth,
+                             " GPU slots; each step moves the same bytes "
                              "whatever its batch, so run many sequences at once"));
   if (p.mode == "partial")
     p.notes.push_back(StrCat("layers ", p.CountLayers(LayerHome::kGpu), "..", c.n_layers - 1,
                              " run on the CPU; activations cross to the CPU and back once per step"));
   if (p.mode == "cpu" && !in.formats.front().quantize_at_load && IsFloatFormat(in.formats.front().main_type))
-    p.notes.push_back("the CPU reads every weight once per token: --weight-type q8_0 (or q4_k_m) is ~2x (~3x) faster");
+    p.notes.push_back(
+        "the CPU reads every weight once per token: --weight-type q8_0 (or q4_k_m) is ~2x (~3x) faster");
   if (p.kv_pages * p.page_size < int64_t{p.max_seqs} * std::min(p.max_context, kAverageTokensPerSeq))
-    p.notes.push_back(StrCat("the KV cache holds ", p.kv_pages * p.page_size, " tokens: fewer than ", p.max_seqs,
-                             " sequences of ", kAverageTokensPerSeq, " tokens run at once (admission waits for pages)"));
+    p.notes.push_back(StrCat("the KV cache holds ", p.kv_pages * p.page_size, " tokens: fewer than ",
+                             p.max_seqs, " sequences of ", kAverageTokensPerSeq,
+                             " tokens run at once (admission waits for pages)"));
   return p;
 }
 
@@ -496,25 +539,28 @@ std::string Plan::Table(const ModelConfig& c) const {
     out += line;
   };
   auto bytes = [](uint64_t b) { return b ? FormatBytes(b) : std::string("-"); };
-  out += StrCat("plan: ", mode, ", ", format.name, format.quantize_at_load ? " (quantised at load)" : "", "; ",
-                CountLayers(LayerHome::kGpu), " of ", c.n_layers, " layers resident on the GPU");
+  out += StrCat("plan: ", mode, ", ", format.name, format.quantize_at_load ? " (quantised at load)" : "",
+                "; ", CountLayers(LayerHome::kGpu), " of ", c.n_layers, " layers resident on the GPU");
   if (CountLayers(LayerHome::kStreamed)) out += StrCat(", ", CountLayers(LayerHome::kStreamed), " streamed");
   if (CountLayers(LayerHome::kCpu)) out += StrCat(", ", CountLayers(LayerHome::kCpu), " on the CPU");
-  out += StrCat("; embedding on the ", embed_on_gpu ? "GPU" : "CPU", ", head on the ", head_on_gpu ? "GPU" : "CPU", "\n");
+  out += StrCat("; embedding on the ", embed_on_gpu ? "GPU" : "CPU", ", head on the ",
+                head_on_gpu ? "GPU" : "CPU", "\n");
   row("", "GPU", "CPU");
   row("weights", bytes(gpu_weight_bytes), bytes(cpu_weight_bytes));
-  if (mode == "streamed")
-    row(StrCat("streaming (ring ", ring_depth, " x ", FormatBytes(ring_slot_bytes), ")").c_str(), bytes(gpu_ring_bytes),
-        bytes(cpu_pinned_bytes) + " pinned");
+  if (mode == "streamed") row("streaming ring, pinned", bytes(gpu_ring_bytes), bytes(cpu_pinned_bytes));
   row("KV cache", bytes(gpu_kv_bytes), bytes(cpu_kv_bytes));
   row("activations, logits", bytes(gpu_scratch_bytes), bytes(cpu_scratch_bytes));
   row("context, workspaces", bytes(gpu_fixed_bytes), "-");
   row("total", bytes(gpu_total()), bytes(cpu_total()));
   row("budget", bytes(gpu_budget), cpu_budget ? FormatBytes(cpu_budget) : std::string("unlimited"));
-  out += StrCat("  KV: ", kv_pages, " pages of ", page_size, " tokens (", kv_pages * page_size, " tokens) in ",
-                DTypeName(kv_type), "; up to ", max_seqs, " sequences of up to ", max_context, " tokens; ",
-                max_step_tokens, " tokens per step\n");
-  std::snprintf(line, sizeof line, "  predicted decode: %.1f tokens/s at batch 1, %.0f tokens/s at batch %d\n",
+  out += StrCat("  KV: ", kv_pages, " pages of ", page_size, " tokens (", kv_pages * page_size,
+                " tokens) in ", DTypeName(kv_type), "; up to ", max_seqs, " sequences of up to ", max_context,
+                " tokens; ", max_step_tokens, " tokens per step\n");
+  if (mode == "streamed")
+    out += StrCat("  streaming: ", CountLayers(LayerHome::kStreamed), " layers copied per step through ",
+                  ring_depth, " GPU slots of ", FormatBytes(ring_slot_bytes), " from pinned host memory\n");
+  std::snprintf(line, sizeof line,
+                "  predicted decode: %.1f tokens/s at batch 1, %.0f tokens/s at batch %d\n",
                 predicted_decode_tok_s, predicted_batch_tok_s, predicted_batch);
   out += line;
   for (const std::string& n : notes) out += "  note: " + n + "\n";

@@ -44,21 +44,23 @@ constexpr uint64_t kGpuAllocGranularity = uint64_t{2} << 20;
 
 // The model's weights in one format, sized per part.
 struct WeightFormat {
-  std::string name;        // "bf16", "q8_0", "q4_k_m", ... (a recipe name or a stored type)
-  bool quantize_at_load = false;  // false: the stored format
-  DType main_type = DType::kBF16;  // the type of most matrices (speed estimates, display)
+  std::string name;                       // "bf16", "q8_0", "q4_k_m", ... (a recipe name or a stored type)
+  bool quantize_at_load = false;          // false: the stored format
+  DType main_type = DType::kBF16;         // the type of most matrices (speed estimates, display)
   std::vector<uint64_t> layer_bytes;      // [n_layers] host bytes of each layer
   std::vector<uint64_t> layer_gpu_bytes;  // [n_layers] bytes on the GPU in its backend's layout
   uint64_t embed_bytes = 0, embed_gpu_bytes = 0;  // token embedding (the head too when tied)
   uint64_t head_bytes = 0, head_gpu_bytes = 0;    // untied output head and the final norm
-  int64_t layer_params = 0;  // parameters of one layer (compute estimates)
+  int64_t layer_params = 0;                       // parameters of one layer (compute estimates)
+  uint64_t rope_gpu_bytes = 0;  // the RoPE table on the GPU (derived, not stored; one per device)
 };
 
 // Device bytes of one tensor in a GPU backend's layout (CudaPreparedWeightBytes when CUDA is built).
 using GpuBytesFn = std::function<uint64_t(DType type, int64_t rows, int64_t cols)>;
 // Sizes every part of `config` given each tensor's type; gpu_bytes may be empty (then the stored size).
 WeightFormat MeasureFormat(const ModelConfig& config, const std::string& name, bool quantize_at_load,
-                           const std::function<DType(const TensorSpec&)>& type_of, const GpuBytesFn& gpu_bytes);
+                           const std::function<DType(const TensorSpec&)>& type_of,
+                           const GpuBytesFn& gpu_bytes);
 // The stored type a tensor gets when a model is quantised at load to `weight_type`: a recipe name
 // (q4_k_m, q8_0, ...: MixedTypeFor, the tied embedding typed as the output head) or a plain type
 // (q4_k, q5_k, ...: every matrix). Norms stay f32. Throws Error(kInvalidArgument) for an unknown name.
@@ -88,39 +90,39 @@ struct PlanInput {
   // asked to quantise to); the others are offered to the planner to quantise to when that fits.
   std::vector<WeightFormat> formats;
   bool have_gpu = false;
-  bool gpu_can_stream = true;         // the GPU backend implements the streaming ops
-  uint64_t gpu_free = 0;              // what the device reports free (bytes)
-  uint64_t gpu_budget = 0;            // user budget (0: gpu_free minus kGpuMargin)
+  bool gpu_can_stream = true;  // the GPU backend implements the streaming ops
+  uint64_t gpu_free = 0;       // what the device reports free (bytes)
+  uint64_t gpu_budget = 0;     // user budget (0: gpu_free minus kGpuMargin)
   uint64_t gpu_fixed_bytes = kGpuContextBytes + kGpuBackendScratchBytes;  // context + backend scratch
-  uint64_t cpu_available = 0;         // host memory available (0: unknown, no host limit)
-  uint64_t cpu_budget = 0;            // user budget (0: available minus kCpuMargin)
-  std::string device = "auto";        // auto | cpu | gpu (gpu: fail rather than fall back to the CPU)
-  int max_seqs = 0;                   // 0: choose
-  int max_context = 0;                // 0: choose
-  int ring_depth = 0;                 // streamed plans: slots in the ring (0: choose)
-  int gpu_layers = -1;                // partial/streamed plans: layers resident on the GPU (-1: choose)
-  std::string mode;                   // "" (choose), or resident | partial | streamed | cpu
-  DType cpu_kv_type = DType::kF32;    // KV type when every layer is on the CPU
-  DType gpu_kv_type = DType::kBF16;   // KV type when any layer is on the GPU (all layers share one type)
+  uint64_t cpu_available = 0;        // host memory available (0: unknown, no host limit)
+  uint64_t cpu_budget = 0;           // user budget (0: available minus kCpuMargin)
+  std::string device = "auto";       // auto | cpu | gpu (gpu: fail rather than fall back to the CPU)
+  int max_seqs = 0;                  // 0: choose
+  int max_context = 0;               // 0: choose
+  int ring_depth = 0;                // streamed plans: slots in the ring (0: choose)
+  int gpu_layers = -1;               // partial/streamed plans: layers resident on the GPU (-1: choose)
+  std::string mode;                  // "" (choose), or resident | partial | streamed | cpu
+  DType cpu_kv_type = DType::kF32;   // KV type when every layer is on the CPU
+  DType gpu_kv_type = DType::kBF16;  // KV type when any layer is on the GPU (all layers share one type)
   DType gpu_activation_type = DType::kBF16;  // the GPU backend's activation type
   DeviceSpeeds speeds;
 };
 
 struct Plan {
-  std::string mode;                   // "cpu" | "resident" | "partial" | "streamed"
-  WeightFormat format;                // the weights as they will run
-  std::vector<LayerHome> layers;      // [n_layers]
+  std::string mode;               // "cpu" | "resident" | "partial" | "streamed"
+  WeightFormat format;            // the weights as they will run
+  std::vector<LayerHome> layers;  // [n_layers]
   bool embed_on_gpu = false;
   bool head_on_gpu = false;
-  int ring_depth = 0;                 // streamed: GPU slots, each holding one layer
-  uint64_t ring_slot_bytes = 0;       // streamed: bytes of one slot (the largest streamed layer)
+  int ring_depth = 0;            // streamed: GPU slots, each holding one layer
+  uint64_t ring_slot_bytes = 0;  // streamed: bytes of one slot (the largest streamed layer)
   int max_seqs = 0;
   int max_context = 0;
   int max_step_tokens = 0;
   int page_size = 16;
   int64_t kv_pages = 0;
   DType kv_type = DType::kF32;
-  uint64_t gpu_budget = 0;            // the budget this plan was made for (0 without a GPU)
+  uint64_t gpu_budget = 0;  // the budget this plan was made for (0 without a GPU)
   uint64_t cpu_budget = 0;
   // GPU: weights (resident layers, embedding, head), the ring, KV, activations + logits, context +
   // backend scratch. CPU: weights it computes with, the pinned copies streamed layers come from, KV,
@@ -130,13 +132,15 @@ struct Plan {
   uint64_t cpu_weight_bytes = 0, cpu_pinned_bytes = 0, cpu_kv_bytes = 0, cpu_scratch_bytes = 0;
   double predicted_decode_tok_s = 0;  // batch 1
   double predicted_batch_tok_s = 0;   // aggregate at predicted_batch sequences
-  int predicted_batch = 1;            // sequences whose KV (kAverageTokensPerSeq each) fits
+  int predicted_batch = 1;            // sequences whose KV fits at a typical translation's length
   std::vector<std::string> notes;     // why choices were made
 
   uint64_t gpu_total() const {
     return gpu_weight_bytes + gpu_ring_bytes + gpu_kv_bytes + gpu_scratch_bytes + gpu_fixed_bytes;
   }
-  uint64_t cpu_total() const { return cpu_weight_bytes + cpu_pinned_bytes + cpu_kv_bytes + cpu_scratch_bytes; }
+  uint64_t cpu_total() const {
+    return cpu_weight_bytes + cpu_pinned_bytes + cpu_kv_bytes + cpu_scratch_bytes;
+  }
   int CountLayers(LayerHome home) const;
   // A human-readable table (for `hymt plan` and the server's start-up log).
   std::string Table(const ModelConfig& config) const;

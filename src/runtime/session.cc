@@ -43,10 +43,11 @@ void QuantizeWeights(const ModelConfig& c, ModelWeights& w, const std::string& n
   ForEachTensor(c, w, [&](const TensorSpec& s, Weight& t) {
     const DType type = type_of(s);
     if (s.is_norm || t.dtype == type) return;
-    if (!CanQuantizeTo(type)) Fail(ErrorCode::kUnsupported, "quantising to ", DTypeName(type), " is not supported");
+    if (!CanQuantizeTo(type))
+      Fail(ErrorCode::kUnsupported, "quantising to ", DTypeName(type), " is not supported");
     if (t.cols % GetDTypeInfo(type).block_size != 0) {
-      HYMT_LOG_WARN("keeping ", t.name, " as ", DTypeName(t.dtype), ": ", t.cols, " columns are not a multiple of ",
-                    GetDTypeInfo(type).block_size);
+      HYMT_LOG_WARN("keeping ", t.name, " as ", DTypeName(t.dtype), ": ", t.cols,
+                    " columns are not a multiple of ", GetDTypeInfo(type).block_size);
       return;
     }
     const size_t in_row = DTypeBytes(t.dtype, t.cols), out_row = DTypeBytes(type, t.cols);
@@ -68,7 +69,8 @@ void QuantizeWeights(const ModelConfig& c, ModelWeights& w, const std::string& n
     t.scale = 1.0f;
     owner[t.data] = std::move(buf);
     done += s.rows;
-    std::fprintf(stderr, "\rquantising to %s: %3d%%", name.c_str(), static_cast<int>(100 * done / std::max<int64_t>(1, total)));
+    std::fprintf(stderr, "\rquantising to %s: %3d%%", name.c_str(),
+                 static_cast<int>(100 * done / std::max<int64_t>(1, total)));
   });
   std::fprintf(stderr, "\n");
 }
@@ -102,7 +104,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   const bool cuda = o.device == "cuda" || o.device.rfind("cuda:", 0) == 0;
   if (o.device != "auto" && o.device != "cpu" && !cuda && !standin)
     Fail(ErrorCode::kInvalidArgument, "unknown device '", o.device, "' (auto, cpu, cuda, cuda:N)");
-  [[maybe_unused]] const int cuda_index = o.device.rfind("cuda:", 0) == 0 ? std::atoi(o.device.c_str() + 5) : 0;
+  [[maybe_unused]] const int cuda_index =
+      o.device.rfind("cuda:", 0) == 0 ? std::atoi(o.device.c_str() + 5) : 0;
 
   PlanInput in;
   in.config = c;
@@ -140,9 +143,11 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   }
 #endif
   std::map<std::string, DType> stored_types;
-  ForEachTensor(c, weights, [&](const TensorSpec& spec, Weight& t) { stored_types[spec.gguf_name] = t.dtype; });
+  ForEachTensor(c, weights,
+                [&](const TensorSpec& spec, Weight& t) { stored_types[spec.gguf_name] = t.dtype; });
   in.formats = CandidateFormats(
-      c, [&](const TensorSpec& spec) { return stored_types.at(spec.gguf_name); }, "", o.weight_type, gpu_bytes);
+      c, [&](const TensorSpec& spec) { return stored_types.at(spec.gguf_name); }, "", o.weight_type,
+      gpu_bytes);
   s->plan_ = MakePlan(in);
   const Plan& p = s->plan_;
 
@@ -151,8 +156,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   std::map<const void*, std::unique_ptr<Buffer>> host_copies;
   if (p.format.quantize_at_load)
     QuantizeWeights(
-        c, weights, p.format.name, [&](const TensorSpec& spec) { return LoadTypeFor(p.format.name, c, spec); },
-        *cpu_ops, host_copies);
+        c, weights, p.format.name,
+        [&](const TensorSpec& spec) { return LoadTypeFor(p.format.name, c, spec); }, *cpu_ops, host_copies);
 
   Ops* gpu_ops = nullptr;
   if (p.mode != "cpu") {
@@ -182,7 +187,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   placement.embed = p.embed_on_gpu ? gpu_ops : cpu_ops;
   placement.head = p.head_on_gpu ? gpu_ops : cpu_ops;
   if (weights.output.empty() && placement.head != placement.embed)
-    Fail(ErrorCode::kUnsupported, "a tied output head on a different device than the embedding is not supported");
+    Fail(ErrorCode::kUnsupported,
+         "a tied output head on a different device than the embedding is not supported");
   place(placement.embed, weights.embed);
   place(placement.head, weights.final_norm);
   place(placement.head, weights.output);
@@ -207,7 +213,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
     for (Weight* w : l.Stored()) place(ops, *w);
   }
   if (!streamed.empty()) {
-    s->streamer_ = std::make_unique<LayerStreamer>(*gpu_ops, streamed, weights.layers, rope_on(gpu_ops), p.ring_depth);
+    s->streamer_ =
+        std::make_unique<LayerStreamer>(*gpu_ops, streamed, weights.layers, rope_on(gpu_ops), p.ring_depth);
     HYMT_CHECK(s->streamer_->slot_bytes() <= p.ring_slot_bytes, "the planner sized ring slots of ",
                p.ring_slot_bytes, " bytes; a layer needs ", s->streamer_->slot_bytes());
     for (int i : streamed) {

@@ -13,19 +13,19 @@
 namespace hymt {
 
 struct SessionOptions {
-  std::string model;          // path; empty: the demo model
+  std::string model;            // path; empty: the demo model
   std::string device = "auto";  // auto | cpu | cuda | cuda:N | standin (a host-memory GPU stand-in, for
                                 // tests: needs gpu_mem)
-  int threads = 0;            // CPU threads; 0: all available cores
-  int max_seqs = 0;           // sequences running at once; 0: the planner decides
-  int max_context = 0;        // tokens per sequence; 0: the planner decides
-  std::string kv_type;        // "" (the activation type), f32, f16, bf16, q8_0
-  std::string weight_type;    // "" (as stored) or a type to quantise to at load (q8_0, q4_k, ...)
-  uint64_t gpu_mem = 0;       // budgets in bytes; 0: detected free memory minus a margin
+  int threads = 0;              // CPU threads; 0: all available cores
+  int max_seqs = 0;             // sequences running at once; 0: the planner decides
+  int max_context = 0;          // tokens per sequence; 0: the planner decides
+  std::string kv_type;          // "" (the activation type), f32, f16, bf16, q8_0
+  std::string weight_type;      // "" (as stored) or a type to quantise to at load (q8_0, q4_k, ...)
+  uint64_t gpu_mem = 0;         // budgets in bytes; 0: detected free memory minus a margin
   uint64_t cpu_mem = 0;
-  std::string plan_mode;      // "" (the planner's choice), resident, partial, streamed or cpu
-  int gpu_layers = -1;        // partial/streamed plans: layers resident on the GPU (-1: the planner's)
-  int ring_depth = 0;         // streamed plans: GPU slots for streamed layers (0: the planner's)
+  std::string plan_mode;  // "" (the planner's choice), resident, partial, streamed or cpu
+  int gpu_layers = -1;    // partial/streamed plans: layers resident on the GPU (-1: the planner's)
+  int ring_depth = 0;     // streamed plans: GPU slots for streamed layers (0: the planner's)
   LoadOptions load;
 };
 

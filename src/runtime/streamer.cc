@@ -10,14 +10,17 @@ namespace {
 // matches cudaMalloc's own alignment, so a slot's weights are aligned as resident ones are).
 constexpr size_t kTensorAlign = 256;
 
-size_t AlignUp(size_t v) { return (v + kTensorAlign - 1) / kTensorAlign * kTensorAlign; }
+size_t AlignUp(size_t v) {
+  return (v + kTensorAlign - 1) / kTensorAlign * kTensorAlign;
+}
 
 }  // namespace
 
 LayerStreamer::LayerStreamer(Ops& device, std::vector<int> layers, const std::vector<LayerWeights>& host,
                              const Weight& device_rope, int depth)
     : device_(device), rope_(device_rope), layers_(std::move(layers)) {
-  if (layers_.empty() || depth < 1) Fail(ErrorCode::kInvalidArgument, "streaming needs layers and a ring depth >= 1");
+  if (layers_.empty() || depth < 1)
+    Fail(ErrorCode::kInvalidArgument, "streaming needs layers and a ring depth >= 1");
   if (!device.CanStream()) Fail(ErrorCode::kUnsupported, device.name(), " cannot stream layers");
   position_of_.assign(host.size(), -1);
   for (size_t pos = 0; pos < layers_.size(); ++pos) {
@@ -53,7 +56,8 @@ LayerStreamer::LayerStreamer(Ops& device, std::vector<int> layers, const std::ve
   }
 
   depth = std::min<int>(depth, static_cast<int>(layers_.size()));
-  for (int s = 0; s < depth; ++s) slots_.push_back(device.Allocate(slot_bytes_, StrCat("streaming ring slot ", s)));
+  for (int s = 0; s < depth; ++s)
+    slots_.push_back(device.Allocate(slot_bytes_, StrCat("streaming ring slot ", s)));
   slot_weights_.resize(slots_.size());
   slot_ticket_.assign(slots_.size(), 0);
   for (int64_t seq = 0; seq < depth; ++seq) Issue(seq);

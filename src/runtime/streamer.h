@@ -33,8 +33,8 @@ class LayerStreamer {
   // model (readable host memory, as loaded or quantised; only the streamed layers' are read, and only
   // here: they may be freed afterwards); device_rope: the RoPE table as placed on `device`.
   // Allocates the host blocks and `depth` slots, and starts the first `depth` copies.
-  LayerStreamer(Ops& device, std::vector<int> layers, const std::vector<LayerWeights>& host, const Weight& device_rope,
-                int depth);
+  LayerStreamer(Ops& device, std::vector<int> layers, const std::vector<LayerWeights>& host,
+                const Weight& device_rope, int depth);
   ~LayerStreamer();
   LayerStreamer(const LayerStreamer&) = delete;
   LayerStreamer& operator=(const LayerStreamer&) = delete;
@@ -60,17 +60,17 @@ class LayerStreamer {
 
   Ops& device_;
   Weight rope_;
-  std::vector<int> layers_;                 // [positions] layer index, execution order
-  std::vector<int> position_of_;            // [n_layers] position in layers_, -1 if not streamed
-  std::unique_ptr<Buffer> host_;            // every streamed layer's block
-  std::vector<size_t> block_offset_;        // [positions] where each block starts in host_
-  std::vector<size_t> block_bytes_;         // [positions]
-  std::vector<LayerWeights> staged_;        // [positions] weights inside host_
+  std::vector<int> layers_;           // [positions] layer index, execution order
+  std::vector<int> position_of_;      // [n_layers] position in layers_, -1 if not streamed
+  std::unique_ptr<Buffer> host_;      // every streamed layer's block
+  std::vector<size_t> block_offset_;  // [positions] where each block starts in host_
+  std::vector<size_t> block_bytes_;   // [positions]
+  std::vector<LayerWeights> staged_;  // [positions] weights inside host_
   size_t slot_bytes_ = 0;
   std::vector<std::unique_ptr<Buffer>> slots_;  // [depth]
-  std::vector<LayerWeights> slot_weights_;  // [depth] the weights of the layer each slot holds
-  std::vector<uint64_t> slot_ticket_;       // [depth] the copy into each slot
-  int64_t next_ = 0;                        // sequence number of the next Acquire
+  std::vector<LayerWeights> slot_weights_;      // [depth] the weights of the layer each slot holds
+  std::vector<uint64_t> slot_ticket_;           // [depth] the copy into each slot
+  int64_t next_ = 0;                            // sequence number of the next Acquire
   int64_t uploads_ = 0;
   bool acquired_ = false;
 };

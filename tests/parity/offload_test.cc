@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <future>
 #include <random>
 
@@ -21,7 +22,9 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-std::string FixtureDir(const std::string& name) { return test::TestDataDir() + "/fixtures/" + name + "/f32"; }
+std::string FixtureDir(const std::string& name) {
+  return test::TestDataDir() + "/fixtures/" + name + "/f32";
+}
 
 // Prompts of several lengths (one longer than a KV page, one spanning a 16-row prefill boundary).
 std::vector<std::vector<int32_t>> Prompts() {
@@ -98,9 +101,10 @@ TEST_P(Offload, EveryPlanMatchesTheCpuPath) {
   for (const auto& t : want) EXPECT_EQ(t.size(), 24u);
 
   const Variant variants[] = {
-      {"resident", "resident", -1, 0}, {"partial 1", "partial", 1, 0},   {"streamed 0 depth 1", "streamed", 0, 1},
-      {"streamed 0 depth 2", "streamed", 0, 2}, {"streamed 0 depth 3", "streamed", 0, 3},
-      {"streamed 1 depth 1", "streamed", 1, 1}, {"streamed 1 depth 2", "streamed", 1, 2},
+      {"resident", "resident", -1, 0},          {"partial 1", "partial", 1, 0},
+      {"streamed 0 depth 1", "streamed", 0, 1}, {"streamed 0 depth 2", "streamed", 0, 2},
+      {"streamed 0 depth 3", "streamed", 0, 3}, {"streamed 1 depth 1", "streamed", 1, 1},
+      {"streamed 1 depth 2", "streamed", 1, 2},
   };
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
@@ -135,7 +139,7 @@ TEST_P(Offload, EveryPlanMatchesTheCpuPath) {
 TEST_P(Offload, TheSmallestBudgetStreamsWithinIt) {
   SessionOptions o = Options(GetParam());
   o.device = "standin";
-  o.gpu_mem = 1 * kMiB;
+  o.gpu_mem = 64 << 10;
   std::string msg;
   try {
     Session::Open(o);
@@ -179,9 +183,10 @@ TEST(Offload, EmbeddingRowsGoUpAndTheHeadComesDown) {
   }
   EngineOptions eo;
   eo.max_seqs = 8;
-  eo.max_step_tokens = 64;
+  eo.max_step_tokens = 512;  // as the CPU plan's: the same rows per step, so the same kernels
   eo.kv_pages = 64;
   eo.max_context = 256;
+  eo.n_valid_tokens = m.tokenizer->n_tokens();
   Engine split(std::make_shared<HunyuanModel>(c, w), placement, eo);
 
   SessionOptions o = Options("tiny-gqa2");

@@ -26,8 +26,8 @@ struct Usage {
     const uint64_t now = allocated.fetch_add(bytes) + bytes;
     if (capacity > 0 && now > capacity) {
       allocated.fetch_sub(bytes);
-      Fail(ErrorCode::kResourceExhausted, "standin device: cannot allocate ", FormatBytes(bytes), " for ", what, " (",
-           FormatBytes(now - bytes), " of ", FormatBytes(capacity), " in use)");
+      Fail(ErrorCode::kResourceExhausted, "standin device: cannot allocate ", FormatBytes(bytes), " for ",
+           what, " (", FormatBytes(now - bytes), " of ", FormatBytes(capacity), " in use)");
     }
     uint64_t p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {
@@ -148,8 +148,12 @@ class StandinImpl final : public StandinOps {
   }
 
   void BeginStep(const StepBatch& batch) override { cpu_->BeginStep(batch); }
-  void Embed(const Weight& table, std::span<const int32_t> ids, Tensor out) override { cpu_->Embed(table, ids, out); }
-  void RmsNorm(const Tensor& x, const Weight& w, float eps, Tensor out) override { cpu_->RmsNorm(x, w, eps, out); }
+  void Embed(const Weight& table, std::span<const int32_t> ids, Tensor out) override {
+    cpu_->Embed(table, ids, out);
+  }
+  void RmsNorm(const Tensor& x, const Weight& w, float eps, Tensor out) override {
+    cpu_->RmsNorm(x, w, eps, out);
+  }
   void MatMul(const Tensor& x, const Weight& w, Tensor out) override { cpu_->MatMul(x, w, out); }
   void RopeNorm(Tensor x, int n_heads, int head_dim, const Weight& inv_freq, const Weight* norm,
                 float eps) override {
