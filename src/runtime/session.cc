@@ -37,6 +37,7 @@ void QuantizeWeights(const ModelConfig& c, ModelWeights& w, const std::string& n
                      const std::function<DType(const TensorSpec&)>& type_of, Ops& host,
                      std::map<const void*, std::unique_ptr<Buffer>>& owner) {
   int64_t total = 0, done = 0;
+  int shown = -1;  // the percentage on screen
   ForEachTensor(c, w, [&](const TensorSpec& s, Weight&) {
     if (!s.is_norm) total += s.rows;
   });
@@ -69,8 +70,9 @@ void QuantizeWeights(const ModelConfig& c, ModelWeights& w, const std::string& n
     t.scale = 1.0f;
     owner[t.data] = std::move(buf);
     done += s.rows;
-    std::fprintf(stderr, "\rquantising to %s: %3d%%", name.c_str(),
-                 static_cast<int>(100 * done / std::max<int64_t>(1, total)));
+    const int percent = static_cast<int>(100 * done / std::max<int64_t>(1, total));
+    if (percent != shown) std::fprintf(stderr, "\rquantising to %s: %3d%%", name.c_str(), percent);
+    shown = percent;
   });
   std::fprintf(stderr, "\n");
 }
