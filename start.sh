@@ -20,7 +20,9 @@ fi
 HYMT=$BUILD/hymt
 
 # What the machine has. hymt reads the same numbers itself (cudaMemGetInfo, /proc/meminfo).
+have_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  have_gpu=1
   nvidia-smi --query-gpu=index,name,memory.total,memory.free --format=csv,noheader | sed 's/^/start: GPU /'
 else
   say "no NVIDIA GPU found: the model runs on the CPU"
@@ -47,6 +49,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
       ;;
   esac
 done
+# Without a GPU, `hymt plan` would plan for the --gpu-mem it is given; the server runs on the CPU.
+((have_gpu)) || plan_args+=(--device cpu)
 "$HYMT" plan ${plan_args[@]+"${plan_args[@]}"}
 
 if ! "$HYMT" --help 2>&1 | grep -qw serve; then

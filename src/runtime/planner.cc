@@ -274,10 +274,10 @@ class Planner {
     const double rows = batch;
     double gpu = 0, cpu = 0, copied = 0;
     auto gpu_part = [&](double bytes, double params) {
-      gpu += std::max(bytes / s.gpu_bandwidth, 2 * params * rows / s.gpu_flops);
+      gpu += s.gpu_part_seconds + std::max(bytes / s.gpu_bandwidth, 2 * params * rows / s.gpu_flops);
     };
     auto cpu_part = [&](double bytes, double params) {
-      cpu += std::max(bytes / s.cpu_bandwidth, 2 * params * rows / s.cpu_flops);
+      cpu += s.cpu_part_seconds + std::max(bytes / s.cpu_bandwidth, 2 * params * rows / s.cpu_flops);
     };
     for (int i = 0; i < c_.n_layers; ++i) {
       const double params = static_cast<double>(f.layer_params);
@@ -443,16 +443,23 @@ Plan MakePlan(const PlanInput& in) {
   Planner planner(in);
   // The context is already created when the free memory is read (CudaMemoryInfo creates it), and it is
   // part of gpu_fixed_bytes: add it back to what the device reports free.
-  const uint64_t gpu_budget =
-      in.gpu_budget > 0 ? in.gpu_budget
-                        : (in.gpu_free > kGpuMargin ? in.gpu_free - kGpuMargin + kGpuContextBytes : 0);
+  // What the device can give: its free memory plus the context, which exists already when the free
+  // memory is read (CudaMemoryInfo creates it) and is part of gpu_fixed_bytes.
+  const uint64_t gpu_available = in.gpu_free > 0 ? in.gpu_free + kGpuContextBytes : 0;
+  uint64_t gpu_budget = in.gpu_budget;
+  if (gpu_budget == 0 && gpu_available > kGpuMargin) gpu_budget = gpu_available - kGpuMargin;
+  std::vector<std::string> notes;
+  if (gpu_available > 0 && gpu_budget > gpu_available) {
+    notes.push_back(StrCat("--gpu-mem ", FormatBytes(gpu_budget), " is more than the device has free (",
+                           FormatBytes(in.gpu_free), "); planning for what it has"));
+    gpu_budget = gpu_available;
+  }
   const uint64_t cpu_budget =
       in.cpu_budget > 0 ? in.cpu_budget
                         : (in.cpu_available > kCpuMargin ? in.cpu_available - kCpuMargin : in.cpu_available);
   const bool try_gpu = in.have_gpu && in.device != "cpu" && in.mode != "cpu";
   const bool try_cpu = in.device != "gpu" && (in.mode.empty() || in.mode == "cpu");
 
-  std::vector<std::string> notes;
   if (in.max_context > 0 && c.max_positions > 0 && in.max_context > c.max_positions)
     notes.push_back(
         StrCat("context ", in.max_context, " exceeds the model's trained ", c.max_positions, " positions"));

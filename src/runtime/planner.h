@@ -82,6 +82,10 @@ struct DeviceSpeeds {
   double pcie_bandwidth = 50e9;   // host -> device from pinned memory (BENCH.md: ~54 GB/s)
   double cpu_bandwidth = 20e9;    // weight-read bytes/s of the CPU kernels
   double cpu_flops = 2.0e11;      // CPU matmul FLOP/s
+  // What a layer (or the head) costs beyond its bytes and FLOPs: kernel launches and their tails on
+  // the GPU, thread-pool dispatch on the CPU. Dominant only for small models.
+  double gpu_part_seconds = 20e-6;
+  double cpu_part_seconds = 10e-6;
 };
 
 struct PlanInput {
@@ -92,7 +96,7 @@ struct PlanInput {
   bool have_gpu = false;
   bool gpu_can_stream = true;  // the GPU backend implements the streaming ops
   uint64_t gpu_free = 0;       // what the device reports free (bytes)
-  uint64_t gpu_budget = 0;     // user budget (0: gpu_free minus kGpuMargin)
+  uint64_t gpu_budget = 0;     // user budget (0: gpu_free minus a margin; capped at gpu_free)
   uint64_t gpu_fixed_bytes = kGpuContextBytes + kGpuBackendScratchBytes;  // context + backend scratch
   uint64_t cpu_available = 0;        // host memory available (0: unknown, no host limit)
   uint64_t cpu_budget = 0;           // user budget (0: available minus kCpuMargin)

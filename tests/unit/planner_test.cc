@@ -186,6 +186,22 @@ TEST(Planner, CpuOnly) {
   ASSERT_EQ(Input("hunyuan-7b", "bf16", 0, 0, "q4_k_m").formats.size(), 1u);
 }
 
+// The budget defaults to what the device has free (the context it already holds counted back in), and
+// a larger budget than that is capped with a note.
+TEST(Planner, BudgetsFollowFreeDeviceMemory) {
+  PlanInput in = Input("hunyuan-7b", "q4_k_m", 0);
+  in.have_gpu = true;
+  in.gpu_free = 7 * kGiB;
+  const Plan free7 = PlanFor(in);
+  EXPECT_EQ(free7.mode, "resident");
+  EXPECT_LE(free7.gpu_budget, 7 * kGiB + kGpuContextBytes);
+  EXPECT_GT(free7.gpu_budget, 6 * kGiB);
+  in.gpu_budget = 24 * kGiB;
+  const Plan capped = PlanFor(in);
+  EXPECT_LE(capped.gpu_budget, 7 * kGiB + kGpuContextBytes);
+  EXPECT_NE(capped.notes.front().find("more than the device has free"), std::string::npos);
+}
+
 TEST(Planner, DeviceCpuIgnoresTheGpu) {
   PlanInput in = Input("hy-1.8b", "bf16", 24);
   in.device = "cpu";
