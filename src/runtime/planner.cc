@@ -435,6 +435,9 @@ Plan MakePlan(const PlanInput& in) {
   if (in.gpu_layers >= c.n_layers)
     Fail(ErrorCode::kInvalidArgument, "--gpu-layers ", in.gpu_layers, " must be below the model's ",
          c.n_layers, " layers (all layers on the GPU is the resident plan)");
+  if (in.ring_depth < 0 || in.ring_depth > static_cast<int>(Ops::kUploadTicketWindow))
+    Fail(ErrorCode::kInvalidArgument, "--ring-depth must be between 1 and ", Ops::kUploadTicketWindow,
+         ", got ", in.ring_depth);
   if (in.device == "gpu" && !in.have_gpu)
     Fail(ErrorCode::kUnavailable, "a GPU was asked for, but no CUDA device is available");
   if (in.mode == "cpu" && in.device == "gpu")

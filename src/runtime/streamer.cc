@@ -19,8 +19,9 @@ size_t AlignUp(size_t v) {
 LayerStreamer::LayerStreamer(Ops& device, std::vector<int> layers, const std::vector<LayerWeights>& host,
                              const Weight& device_rope, int depth)
     : device_(device), rope_(device_rope), layers_(std::move(layers)) {
-  if (layers_.empty() || depth < 1)
-    Fail(ErrorCode::kInvalidArgument, "streaming needs layers and a ring depth >= 1");
+  if (layers_.empty() || depth < 1 || depth > static_cast<int>(Ops::kUploadTicketWindow))
+    Fail(ErrorCode::kInvalidArgument, "streaming needs layers and a ring depth in [1, ",
+         Ops::kUploadTicketWindow, "], got ", depth);
   if (!device.CanStream()) Fail(ErrorCode::kUnsupported, device.name(), " cannot stream layers");
   position_of_.assign(host.size(), -1);
   for (size_t pos = 0; pos < layers_.size(); ++pos) {
