@@ -510,8 +510,8 @@ Plan MakePlan(const PlanInput& in) {
                     cpu_planner.Cpu(need)->format.name, ") needs ", FormatBytes(need), ";");
       if (try_cpu) fixes.push_back(StrCat("--cpu-mem ", BudgetFlag(need)));
     }
-    if (!in.mode.empty()) msg += StrCat(" (plan mode ", in.mode, " was asked for)");
     if (!fixes.empty()) msg += " give " + StrJoin(fixes, " or ");
+    if (!in.mode.empty()) msg += StrCat(" (with --plan-mode ", in.mode, ")");
     Fail(ErrorCode::kResourceExhausted, msg);
   }
 
