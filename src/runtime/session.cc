@@ -140,7 +140,6 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
     in.have_gpu = true;
     in.gpu_free = free_b;
     in.gpu_fixed_bytes = kGpuContextBytes + CudaOpsScratchBytes(CudaOpsOptions{});
-    in.gpu_can_stream = false;  // the CUDA backend has no streaming ops yet
     gpu_bytes = [](DType t, int64_t rows, int64_t cols) { return CudaPreparedWeightBytes(t, rows, cols); };
   }
 #endif
