@@ -12,9 +12,14 @@ void AddSessionOptions(Args& args) {
       .Option("max-seqs", "sequences running at once (0: planner's choice)", "0")
       .Option("ctx", "tokens per sequence, prompt and output (0: planner's choice)", "0")
       .Option("kv-type", "KV cache type: f32, f16, bf16, q8_0 (default: the activation type)")
-      .Option("weight-type", "quantise weights at load: q8_0, q6_k, q5_k, q4_k, q4_0, bf16, f16")
+      .Option("weight-type",
+              "quantise weights at load: a recipe (q8_0, q4_k_m, q5_k_m, q6_k, ...) or a type (q4_k, q5_k, ...); "
+              "default: as stored, or what the planner picks to fit")
       .Option("gpu-mem", "GPU memory budget, e.g. 6G (default: free memory minus a margin)")
       .Option("cpu-mem", "host memory budget, e.g. 16G (default: available memory minus a margin)")
+      .Option("plan-mode", "force a memory mode: resident, partial, streamed or cpu (default: the planner's)")
+      .Option("gpu-layers", "partial and streamed plans: layers resident on the GPU (-1: the planner's)", "-1")
+      .Option("ring-depth", "streamed plans: GPU slots for streamed layers (0: the planner's)", "0")
       .Option("normalize", "tokenizer input normalisation: none or nfc (default: the tokenizer's own)");
 }
 
@@ -29,6 +34,9 @@ SessionOptions SessionOptionsFromArgs(const Args& args) {
   o.weight_type = args.Get("weight-type");
   if (args.Has("gpu-mem")) o.gpu_mem = args.GetBytes("gpu-mem");
   if (args.Has("cpu-mem")) o.cpu_mem = args.GetBytes("cpu-mem");
+  o.plan_mode = args.Get("plan-mode");
+  o.gpu_layers = static_cast<int>(args.GetInt("gpu-layers"));
+  o.ring_depth = static_cast<int>(args.GetInt("ring-depth"));
   o.load.normalize = args.Get("normalize");
   if (!o.load.normalize.empty() && o.load.normalize != "none" && o.load.normalize != "nfc")
     Fail(ErrorCode::kInvalidArgument, "--normalize must be none or nfc");

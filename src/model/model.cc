@@ -61,8 +61,8 @@ void HunyuanModel::ForwardLayer(const LayerWeights& w, Ops& ops, const KvLayerVi
   ops.MatMul(h, w.wk, k);
   ops.MatMul(h, w.wv, v);
   // 3-4. rotate-half RoPE at each token's position, then the per-head q/k RMSNorm (after RoPE)
-  ops.RopeNorm(q, c.n_heads, c.head_dim, weights_.rope_inv_freq, &w.q_norm, c.rms_eps);
-  ops.RopeNorm(k, c.n_kv_heads, c.head_dim, weights_.rope_inv_freq, &w.k_norm, c.rms_eps);
+  ops.RopeNorm(q, c.n_heads, c.head_dim, w.rope_inv_freq, &w.q_norm, c.rms_eps);
+  ops.RopeNorm(k, c.n_kv_heads, c.head_dim, w.rope_inv_freq, &w.k_norm, c.rms_eps);
   // 5. causal GQA attention over the paged cache (which stores k after its norm), o_proj, residual
   ops.KvWrite(k, v, kv);
   ops.Attention(q, kv, c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), attn);

@@ -4,8 +4,8 @@
 // validation, placement on devices, quantisation and `hymt info` all walk it.
 #pragma once
 
+#include <array>
 #include <cstdint>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,6 +27,18 @@ struct LayerWeights {
   Weight gate;       // [ffn, hidden]
   Weight up;         // [ffn, hidden]
   Weight down;       // [hidden, ffn]
+  // [1, head_dim / 2] f32: the RoPE table (derived from the config, not stored), on this layer's device;
+  // every layer holds the same values, so layers on different devices each read their own copy.
+  Weight rope_inv_freq;
+
+  // The stored tensors (not the derived RoPE table), for code that treats them alike (placement,
+  // streaming).
+  std::array<Weight*, 11> Stored() {
+    return {&attn_norm, &wq, &wk, &wv, &wo, &q_norm, &k_norm, &ffn_norm, &gate, &up, &down};
+  }
+  std::array<const Weight*, 11> Stored() const {
+    return {&attn_norm, &wq, &wk, &wv, &wo, &q_norm, &k_norm, &ffn_norm, &gate, &up, &down};
+  }
 };
 
 struct ModelWeights {
@@ -34,7 +46,6 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;  // [n_layers]
   Weight final_norm;                 // [1, hidden]
   Weight output;                     // [vocab_rows, hidden]; empty when tied (the embedding is used)
-  Weight rope_inv_freq;              // [1, head_dim / 2] f32, derived from the config, not from a file
 
   // The output head actually used for logits.
   const Weight& head() const { return output.empty() ? embed : output; }

@@ -192,6 +192,28 @@ class Ops {
   // copies the logits to the host and samples there; devices override it to copy back ids only.
   virtual void SampleTokens(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid,
                             std::span<int32_t> out);
+
+  // ---- layer streaming (optional: the defaults throw Error(kUnsupported)) ----
+  // A streamed layer's weights stay in host memory, already in this backend's device layout, and are
+  // copied into a device buffer (a ring slot, runtime/streamer.h) before each use. The copy of a slot's
+  // weight is the staged Weight with `data` (and `prepared`) pointing into the slot and `device` set to
+  // this device; nothing is repacked at run time.
+  virtual bool CanStream() const { return false; }
+  // Host memory that UploadAsync reads at full speed (pinned on CUDA). Not device memory.
+  virtual std::unique_ptr<Buffer> AllocateStreamHost(size_t bytes, const std::string& what);
+  // Bytes `host` takes in this backend's device layout (what PrepareWeight would allocate for it).
+  virtual size_t StreamWeightBytes(const Weight& host);
+  // Writes `host` in the device layout to `dst` (host memory of StreamWeightBytes(host) bytes) and
+  // returns it as staged there: data = dst, dtype = the device type.
+  virtual Weight StageStreamWeight(const Weight& host, void* dst);
+  // Starts copying `bytes` from `host` (AllocateStreamHost memory) to `device_dst` (device memory from
+  // Allocate). The copy begins only after every op enqueued before this call has finished on the device,
+  // so it may overwrite memory those ops read. Returns a ticket for WaitUpload; tickets increase.
+  virtual uint64_t UploadAsync(const void* host, void* device_dst, size_t bytes);
+  // Makes every op enqueued after this call wait for the copy of `ticket` (on a device with queues this
+  // returns at once; the host does not wait). A ticket stays valid for kUploadTicketWindow later uploads.
+  virtual void WaitUpload(uint64_t ticket);
+  static constexpr uint64_t kUploadTicketWindow = 64;
 };
 
 // The scalar reference implementation (host memory, accumulates in double): the test oracle for

@@ -24,6 +24,22 @@ Tensor Tensor::Reshaped(int64_t new_rows, int64_t new_cols) const {
   return t;
 }
 
+std::unique_ptr<Buffer> Ops::AllocateStreamHost(size_t, const std::string& what) {
+  Fail(ErrorCode::kUnsupported, name(), " cannot stream layers (", what, ")");
+}
+size_t Ops::StreamWeightBytes(const Weight& host) {
+  Fail(ErrorCode::kUnsupported, name(), " cannot stream layers (", host.name, ")");
+}
+Weight Ops::StageStreamWeight(const Weight& host, void*) {
+  Fail(ErrorCode::kUnsupported, name(), " cannot stream layers (", host.name, ")");
+}
+uint64_t Ops::UploadAsync(const void*, void*, size_t) {
+  Fail(ErrorCode::kUnsupported, name(), " cannot stream layers");
+}
+void Ops::WaitUpload(uint64_t) {
+  Fail(ErrorCode::kUnsupported, name(), " cannot stream layers");
+}
+
 void StepBatch::AddSeq(int32_t n_rows, int32_t n_past, std::span<const int32_t> page_table) {
   Seq s;
   s.first_row = this->n_rows();

@@ -8,6 +8,7 @@
 #include "core/half.h"
 #include "core/logging.h"
 #include "core/status.h"
+#include "runtime/streamer.h"
 
 namespace hymt {
 
@@ -521,7 +522,13 @@ void Engine::RunForward(const std::vector<Sequence*>& seqs, const std::vector<in
       TransferRows(*cur, activations_.at(cur).x.Rows(0, n_rows), *o, activations_.at(o).x.Rows(0, n_rows));
       cur = o;
     }
-    m.ForwardLayer(m.layer(i), *o, kv_->layer(i), activations_.at(o), n_rows);
+    LayerStreamer* streamer = placement_.streamer;
+    if (streamer != nullptr && streamer->Streams(i)) {
+      m.ForwardLayer(streamer->Acquire(i), *o, kv_->layer(i), activations_.at(o), n_rows);
+      streamer->Release(i);
+    } else {
+      m.ForwardLayer(m.layer(i), *o, kv_->layer(i), activations_.at(o), n_rows);
+    }
   }
   Ops* head = placement_.head;
   if (head != cur)

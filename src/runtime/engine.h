@@ -70,11 +70,15 @@ struct EngineOptions {
   int32_t n_valid_tokens = 0;     // tokens the tokenizer defines; rows past it are never sampled (0: all)
 };
 
-// Where each part of the model runs. Every Ops must outlive the engine.
+class LayerStreamer;
+
+// Where each part of the model runs. Every Ops (and the streamer) must outlive the engine.
 struct Placement {
   Ops* embed = nullptr;            // embedding lookup (its table is there)
   std::vector<Ops*> layers;        // one per layer
   Ops* head = nullptr;             // final norm and output head
+  // The layers it streams take their weights from it, computing on their layers[i] (its device).
+  LayerStreamer* streamer = nullptr;
 };
 
 struct EngineStats {

@@ -115,7 +115,8 @@ void BindWeights(const ModelConfig& c, const TensorSource& src, bool gguf, Stora
         Fail(ErrorCode::kCorruptData, scale->file, ": ", scale_name, " is ", out.scale);
     }
   });
-  w.rope_inv_freq = RopeWeight(st, c);
+  const Weight rope = RopeWeight(st, c);
+  for (LayerWeights& l : w.layers) l.rope_inv_freq = rope;
 }
 
 std::string ReadOptional(const std::string& path) { return FileExists(path) ? ReadFile(path, 1 << 20) : std::string(); }

@@ -2,109 +2,542 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
+#include <optional>
 
 #include "core/status.h"
 #include "core/strings.h"
 #include "model/model.h"
+#include "quant/recipe.h"
 #include "runtime/kv_cache.h"
 
 namespace hymt {
 namespace {
 
 constexpr int kPageSize = 16;
-constexpr int kDefaultMaxSeqs = 16;
 constexpr int kDefaultMaxContext = 2048;
+// Sequences at once when the user gives no --max-seqs: a CPU step is slow, so fewer; a streamed step
+// costs the same weight traffic whatever its batch, so more (rule 4).
+constexpr int kCpuDefaultSeqs = 16;
+constexpr int kGpuDefaultSeqs = 32;
+constexpr int kStreamedDefaultSeqs = 64;
+// Rows per step (prefill chunks plus decode tokens). GPU steps shrink, halving, when their activations
+// would take more than 1/kActivationShare of the budget (better spent on KV pages), but not below
+// kMinStepTokens.
 constexpr int kCpuStepTokens = 512;
 constexpr int kGpuStepTokens = 2048;
+constexpr int kMinStepTokens = 256;
+constexpr uint64_t kActivationShare = 16;
 // Typical translation sequences are short; the pool holds this many tokens per running sequence on
 // average (longer ones borrow from shorter ones; preemption handles the rest).
 constexpr int kAverageTokensPerSeq = 768;
-// Kept free on the device for the CUDA context, cuBLAS workspaces and allocator slack.
-constexpr uint64_t kGpuOverhead = 900ull << 20;
-constexpr uint64_t kGpuMargin = 512ull << 20;
-constexpr uint64_t kCpuMargin = 1ull << 30;
-// Rough decode bandwidths for the estimate (the benchmarks measure the real ones).
-constexpr double kCpuBandwidth = 20e9;
-constexpr double kGpuBandwidth = 3.0e12;
+// The batch a plan's speed is predicted at: as many sequences as its KV pages hold at this size (a
+// sentence and its translation in the prompt template: ~48 + 64 tokens, rounded up). Choosing between
+// plans by this batch favours KV pages (and a GPU head) where a step's weight traffic is fixed.
+constexpr int kPredictedSeqTokens = 256;
+// Defaults when the user gives no budget: what the device or host reports free minus a margin for
+// other processes.
+constexpr uint64_t kGpuMargin = uint64_t{512} << 20;
+constexpr uint64_t kCpuMargin = uint64_t{1} << 30;
+// Two slots: one layer computes from one while the next copies into the other; the copy engine stays
+// busy as long as a layer computes faster than it copies.
+constexpr int kDefaultRingDepth = 2;
+// The smallest-budget search stops at this resolution; the answer is rounded up to it.
+constexpr uint64_t kBudgetResolution = uint64_t{16} << 20;
 
-uint64_t LogitsBytes(const ModelConfig& c, int rows, DType t) { return DTypeBytes(t, c.vocab_rows * rows); }
+uint64_t RoundUp(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
+
+uint64_t Sum(const std::vector<uint64_t>& v) {
+  uint64_t s = 0;
+  for (uint64_t x : v) s += x;
+  return s;
+}
+
+// What a plan is made of before its KV pages are known.
+struct Layout {
+  std::string mode;
+  std::vector<LayerHome> layers;
+  bool embed_on_gpu = false, head_on_gpu = false;
+  int ring_depth = 0;
+  int max_seqs = 0;
+  int step_tokens = 0;
+  DType kv_type = DType::kF32;
+};
+
+class Planner {
+ public:
+  explicit Planner(const PlanInput& in) : in_(in), c_(in.config) {
+    int model_ctx = c_.max_positions > 0 ? c_.max_positions : kDefaultMaxContext;
+    max_context_ = in.max_context > 0 ? in.max_context : std::min(kDefaultMaxContext, model_ctx);
+    min_pages_ = (max_context_ + kPageSize - 1) / kPageSize;
+  }
+
+  int max_context() const { return max_context_; }
+
+  // The best GPU plan (resident, streamed or partial) within the budgets, if any fits.
+  std::optional<Plan> Gpu(uint64_t gpu_budget, uint64_t cpu_budget) const {
+    const bool any = in_.mode.empty();
+    if (any || in_.mode == "resident")
+      for (const WeightFormat& f : in_.formats)
+        if (auto p = Resident(f, gpu_budget, cpu_budget)) return p;
+    // Not resident: the smallest format moves the fewest bytes per step.
+    const WeightFormat& f = in_.formats.back();
+    std::optional<Plan> best;
+    auto consider = [&](std::optional<Plan> p) {
+      if (p && (!best || p->predicted_batch_tok_s > best->predicted_batch_tok_s)) best = std::move(p);
+    };
+    if ((any || in_.mode == "streamed") && in_.gpu_can_stream)
+      consider(Offload(f, true, gpu_budget, cpu_budget));
+    if (any || in_.mode == "partial") consider(Offload(f, false, gpu_budget, cpu_budget));
+    return best;
+  }
+
+  // Every layer on the CPU: the first format that fits the host budget.
+  std::optional<Plan> Cpu(uint64_t cpu_budget) const {
+    if (!in_.mode.empty() && in_.mode != "cpu") return std::nullopt;
+    for (const WeightFormat& f : in_.formats) {
+      Layout l;
+      l.mode = "cpu";
+      l.layers.assign(c_.n_layers, LayerHome::kCpu);
+      l.max_seqs = in_.max_seqs > 0 ? in_.max_seqs : kCpuDefaultSeqs;
+      l.step_tokens = std::max(kCpuStepTokens, l.max_seqs);
+      l.kv_type = in_.cpu_kv_type;
+      if (auto p = Build(f, l, 0, cpu_budget)) return p;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::optional<Plan> Resident(const WeightFormat& f, uint64_t gpu_budget, uint64_t cpu_budget) const {
+    Layout l;
+    l.mode = "resident";
+    l.layers.assign(c_.n_layers, LayerHome::kGpu);
+    l.embed_on_gpu = l.head_on_gpu = true;
+    l.max_seqs = in_.max_seqs > 0 ? in_.max_seqs : kGpuDefaultSeqs;
+    return WithStepTokens(f, l, gpu_budget, cpu_budget);
+  }
+
+  // The first N layers resident on the GPU, the others streamed (or, for partial, on the CPU); the
+  // head on whichever device predicts faster. N and the head's place are searched.
+  std::optional<Plan> Offload(const WeightFormat& f, bool streamed, uint64_t gpu_budget,
+                              uint64_t cpu_budget) const {
+    std::optional<Plan> best;
+    const int n = c_.n_layers;
+    for (bool head_on_gpu : {true, false}) {
+      // A partial plan has layers on both devices; a streamed one may stream them all.
+      const int first = std::max(in_.gpu_layers >= 0 ? in_.gpu_layers : 0, streamed ? 0 : 1);
+      const int last = in_.gpu_layers >= 0 ? in_.gpu_layers : n - 1;
+      for (int resident = first; resident <= std::min(last, n - 1); ++resident) {
+        Layout l;
+        l.mode = streamed ? "streamed" : "partial";
+        for (int i = 0; i < n; ++i)
+          l.layers.push_back(i < resident ? LayerHome::kGpu
+                                          : (streamed ? LayerHome::kStreamed : LayerHome::kCpu));
+        l.head_on_gpu = head_on_gpu;
+        // A tied head is the embedding table: it lives with the head. An untied model keeps its table on
+        // the CPU and sends the looked-up rows up.
+        l.embed_on_gpu = c_.tied_output && head_on_gpu;
+        if (streamed)
+          l.ring_depth = std::min(n - resident, in_.ring_depth > 0 ? in_.ring_depth : kDefaultRingDepth);
+        l.max_seqs = in_.max_seqs > 0 ? in_.max_seqs : (streamed ? kStreamedDefaultSeqs : kGpuDefaultSeqs);
+        auto p = WithStepTokens(f, l, gpu_budget, cpu_budget);
+        // Ties go to more resident layers (faster at batch 1, fewer bytes over PCIe).
+        if (p && (!best || p->predicted_batch_tok_s >= best->predicted_batch_tok_s)) best = std::move(p);
+      }
+    }
+    return best;
+  }
+
+  // Tries the largest step size whose activations stay within their share of the budget, halving
+  // down to the minimum until the plan fits.
+  std::optional<Plan> WithStepTokens(const WeightFormat& f, Layout l, uint64_t gpu_budget,
+                                     uint64_t cpu_budget) const {
+    l.kv_type = in_.gpu_kv_type;
+    const int floor = std::max(kMinStepTokens, l.max_seqs);
+    int step = std::max(kGpuStepTokens, l.max_seqs);
+    while (step / 2 >= floor &&
+           Activations::Bytes(c_, step, in_.gpu_activation_type) * kActivationShare > gpu_budget)
+      step /= 2;
+    for (; step >= floor; step /= 2) {
+      l.step_tokens = step;
+      if (auto p = Build(f, l, gpu_budget, cpu_budget)) return p;
+    }
+    return std::nullopt;
+  }
+
+  // Sizes a layout; nullopt when one max_context sequence of KV does not fit next to everything else.
+  std::optional<Plan> Build(const WeightFormat& f, const Layout& l, uint64_t gpu_budget,
+                            uint64_t cpu_budget) const {
+    Plan p;
+    p.mode = l.mode;
+    p.format = f;
+    p.layers = l.layers;
+    p.embed_on_gpu = l.embed_on_gpu;
+    p.head_on_gpu = l.head_on_gpu;
+    p.ring_depth = l.ring_depth;
+    p.max_seqs = l.max_seqs;
+    p.max_context = max_context_;
+    p.max_step_tokens = l.step_tokens;
+    p.page_size = kPageSize;
+    p.kv_type = l.kv_type;
+    p.gpu_budget = gpu_budget;
+    p.cpu_budget = cpu_budget;
+    const bool uses_gpu = l.mode != "cpu";
+    const uint64_t vocab = static_cast<uint64_t>(c_.vocab_rows);
+
+    // Weights. A format measured from the model in its stored form is memory-mapped: the parts the GPU
+    // holds need no host memory once uploaded. Quantised-at-load host copies of those parts are freed too.
+    int gpu_kv_layers = 0;
+    for (int i = 0; i < c_.n_layers; ++i) {
+      switch (l.layers[i]) {
+        case LayerHome::kGpu:
+          p.gpu_weight_bytes += f.layer_gpu_bytes[i];
+          ++gpu_kv_layers;
+          break;
+        case LayerHome::kStreamed:
+          p.ring_slot_bytes = std::max(p.ring_slot_bytes, f.layer_gpu_bytes[i]);
+          p.cpu_pinned_bytes += f.layer_gpu_bytes[i];
+          ++gpu_kv_layers;
+          break;
+        case LayerHome::kCpu:
+          p.cpu_weight_bytes += f.layer_bytes[i];
+          break;
+      }
+    }
+    if (l.embed_on_gpu) {
+      p.gpu_weight_bytes += f.embed_gpu_bytes;
+    } else {
+      p.cpu_weight_bytes += f.embed_bytes;
+    }
+    if (l.head_on_gpu) {
+      p.gpu_weight_bytes += f.head_gpu_bytes;
+    } else {
+      p.cpu_weight_bytes += f.head_bytes;
+    }
+    p.gpu_ring_bytes = p.ring_slot_bytes * static_cast<uint64_t>(l.ring_depth);
+    if (gpu_kv_layers > 0) p.gpu_weight_bytes += f.rope_gpu_bytes;
+
+    // Activations on each device that computes (the engine gives each its own), logits on the head's
+    // device, and on the host the sampled logits and the cross-device staging.
+    const bool cpu_computes = !uses_gpu || !l.embed_on_gpu || !l.head_on_gpu ||
+                              std::count(l.layers.begin(), l.layers.end(), LayerHome::kCpu) > 0;
+    const DType gpu_act = in_.gpu_activation_type;
+    if (uses_gpu) {
+      p.gpu_fixed_bytes = in_.gpu_fixed_bytes;
+      p.gpu_scratch_bytes = Activations::Bytes(c_, l.step_tokens, gpu_act);
+      if (l.head_on_gpu) p.gpu_scratch_bytes += DTypeBytes(gpu_act, vocab * l.max_seqs);
+    }
+    if (cpu_computes) {
+      p.cpu_scratch_bytes += Activations::Bytes(c_, l.step_tokens, DType::kF32);
+      if (!l.head_on_gpu) p.cpu_scratch_bytes += DTypeBytes(DType::kF32, vocab * l.max_seqs);
+    }
+    p.cpu_scratch_bytes +=
+        DTypeBytes(DType::kF32, vocab * l.max_seqs) + static_cast<uint64_t>(l.step_tokens) * c_.hidden * 8;
+
+    // KV: one page table for every layer; each layer's pool lives on its device.
+    const uint64_t page_layer = KvCache::PageBytesPerLayer(c_, kPageSize, l.kv_type);
+    const uint64_t gpu_page = page_layer * gpu_kv_layers;
+    const uint64_t cpu_page = page_layer * (c_.n_layers - gpu_kv_layers);
+    const int64_t want = std::max<int64_t>(
+        min_pages_,
+        (int64_t{l.max_seqs} * std::min(max_context_, kAverageTokensPerSeq) + kPageSize - 1) / kPageSize);
+    int64_t fit = want;
+    // Each budget (0: no limit) must hold what is fixed; the KV pages then fill what is left of both.
+    auto limit = [&](uint64_t budget, uint64_t used, uint64_t per_page) {
+      if (budget == 0) return true;
+      if (used > budget) return false;
+      if (per_page > 0) fit = std::min<int64_t>(fit, static_cast<int64_t>((budget - used) / per_page));
+      return true;
+    };
+    const uint64_t gpu_used = p.gpu_weight_bytes + p.gpu_ring_bytes + p.gpu_scratch_bytes + p.gpu_fixed_bytes;
+    const uint64_t cpu_used = p.cpu_weight_bytes + p.cpu_pinned_bytes + p.cpu_scratch_bytes;
+    if (uses_gpu && (gpu_budget == 0 || !limit(gpu_budget, gpu_used, gpu_page))) return std::nullopt;
+    if (!limit(cpu_budget, cpu_used, cpu_page)) return std::nullopt;
+    if (fit < min_pages_) return std::nullopt;
+    p.kv_pages = fit;
+    p.gpu_kv_bytes = gpu_page * static_cast<uint64_t>(fit);
+    p.cpu_kv_bytes = cpu_page * static_cast<uint64_t>(fit);
+
+    p.predicted_batch = static_cast<int>(std::clamp<int64_t>(
+        p.kv_pages * kPageSize / std::min(max_context_, kPredictedSeqTokens), 1, l.max_seqs));
+    p.predicted_decode_tok_s = 1.0 / StepSeconds(p, 1);
+    p.predicted_batch_tok_s = p.predicted_batch / StepSeconds(p, p.predicted_batch);
+    return p;
+  }
+
+  // Seconds of one decode step of `batch` rows: each device reads its weights once per step and does
+  // 2 FLOPs per parameter per row; streamed layers' copies overlap the GPU's compute.
+  double StepSeconds(const Plan& p, int batch) const {
+    const DeviceSpeeds& s = in_.speeds;
+    const WeightFormat& f = p.format;
+    const double rows = batch;
+    double gpu = 0, cpu = 0, copied = 0;
+    auto gpu_part = [&](double bytes, double params) {
+      gpu += s.gpu_part_seconds + std::max(bytes / s.gpu_bandwidth, 2 * params * rows / s.gpu_flops);
+    };
+    auto cpu_part = [&](double bytes, double params) {
+      cpu += s.cpu_part_seconds + std::max(bytes / s.cpu_bandwidth, 2 * params * rows / s.cpu_flops);
+    };
+    for (int i = 0; i < c_.n_layers; ++i) {
+      const double params = static_cast<double>(f.layer_params);
+      if (p.layers[i] == LayerHome::kCpu) {
+        cpu_part(static_cast<double>(f.layer_bytes[i]), params);
+      } else {
+        gpu_part(static_cast<double>(f.layer_gpu_bytes[i]), params);
+        if (p.layers[i] == LayerHome::kStreamed) copied += static_cast<double>(f.layer_gpu_bytes[i]);
+      }
+    }
+    const double head_params = static_cast<double>(c_.vocab_rows) * c_.hidden;
+    const double head_bytes =
+        static_cast<double>(c_.tied_output ? (p.head_on_gpu ? f.embed_gpu_bytes : f.embed_bytes)
+                                           : (p.head_on_gpu ? f.head_gpu_bytes : f.head_bytes));
+    if (p.head_on_gpu) {
+      gpu_part(head_bytes, head_params);
+    } else {
+      cpu_part(head_bytes, head_params);
+    }
+    return std::max(gpu, copied / s.pcie_bandwidth) + cpu;
+  }
+
+  const PlanInput& in_;
+  const ModelConfig& c_;
+  int max_context_ = 0;
+  int64_t min_pages_ = 0;
+};
+
+// The smallest budget in (lo, hi] for which `fits` holds (fits(hi) must hold), rounded up to
+// kBudgetResolution. Feasibility only grows with the budget, so bisection finds the edge.
+uint64_t SmallestBudget(uint64_t hi, const std::function<bool(uint64_t)>& fits) {
+  uint64_t lo = 0;
+  while (hi - lo > kBudgetResolution) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return RoundUp(hi, kBudgetResolution);
+}
+
+// "2416M": a value for --gpu-mem / --cpu-mem that is exactly enough.
+std::string BudgetFlag(uint64_t bytes) {
+  return StrCat(RoundUp(bytes, uint64_t{1} << 20) >> 20, "M");
+}
 
 }  // namespace
 
+const char* LayerHomeName(LayerHome home) {
+  switch (home) {
+    case LayerHome::kCpu:
+      return "cpu";
+    case LayerHome::kGpu:
+      return "gpu";
+    case LayerHome::kStreamed:
+      return "streamed";
+  }
+  return "?";
+}
+
+bool IsFloatFormat(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF8E4M3;
+}
+
+DType LoadTypeFor(const std::string& weight_type, const ModelConfig& c, const TensorSpec& spec) {
+  if (spec.is_norm) return DType::kF32;
+  if (IsKnownRecipe(weight_type)) {
+    // A tied embedding is the output head and gets the head's type (recipe.h).
+    const std::string role = spec.role == "token_embd" && c.tied_output ? "output" : spec.role;
+    return MixedTypeFor(weight_type, role, spec.layer, c.n_layers, spec.cols);
+  }
+  DType t;
+  if (!ParseDType(weight_type, &t))
+    Fail(ErrorCode::kInvalidArgument, "unknown weight type '", weight_type,
+         "' (a recipe such as q4_k_m or q8_0, or a type such as q4_k)");
+  return t;
+}
+
+WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool quantize_at_load,
+                           const std::function<DType(const TensorSpec&)>& type_of,
+                           const GpuBytesFn& gpu_bytes) {
+  WeightFormat f;
+  f.name = name;
+  f.quantize_at_load = quantize_at_load;
+  f.layer_bytes.assign(c.n_layers, 0);
+  f.layer_gpu_bytes.assign(c.n_layers, 0);
+  f.rope_gpu_bytes = RoundUp(DTypeBytes(DType::kF32, c.head_dim / 2), 256);
+  uint64_t main_bytes = 0;
+  ForEachTensorSpec(c, [&](const TensorSpec& s) {
+    const DType t = type_of(s);
+    const uint64_t bytes = DTypeBytes(t, s.cols) * static_cast<uint64_t>(s.rows);
+    uint64_t dev = gpu_bytes ? gpu_bytes(t, s.rows, s.cols) : bytes;
+    dev = dev >= kGpuAllocGranularity ? RoundUp(dev, kGpuAllocGranularity) : RoundUp(dev, 256);
+    if (s.layer >= 0) {
+      f.layer_bytes[s.layer] += bytes;
+      f.layer_gpu_bytes[s.layer] += dev;
+      if (s.layer == 0) f.layer_params += s.rows * s.cols;
+      if (s.role == "ffn_up" && bytes > main_bytes) {
+        main_bytes = bytes;  // the largest matrices decide the speed
+        f.main_type = t;
+      }
+    } else if (s.role == "token_embd") {
+      f.embed_bytes += bytes;
+      f.embed_gpu_bytes += dev;
+    } else {
+      f.head_bytes += bytes;  // the final norm and an untied output head
+      f.head_gpu_bytes += dev;
+    }
+  });
+  return f;
+}
+
+std::vector<WeightFormat> CandidateFormats(const ModelConfig& c,
+                                           const std::function<DType(const TensorSpec&)>& stored,
+                                           const std::string& stored_name, const std::string& weight_type,
+                                           const GpuBytesFn& gpu_bytes) {
+  auto load_as = [&](const std::string& type) {
+    return MeasureFormat(
+        c, type, true, [&](const TensorSpec& s) { return LoadTypeFor(type, c, s); }, gpu_bytes);
+  };
+  if (!weight_type.empty()) {
+    WeightFormat f = load_as(weight_type);
+    // Asking for the format the weights already have quantises nothing.
+    bool changes = false;
+    ForEachTensorSpec(c, [&](const TensorSpec& s) {
+      changes |= !s.is_norm && LoadTypeFor(weight_type, c, s) != stored(s);
+    });
+    f.quantize_at_load = changes;
+    return {f};
+  }
+  std::vector<WeightFormat> out{MeasureFormat(c, stored_name, false, stored, gpu_bytes)};
+  if (stored_name.empty()) out[0].name = DTypeName(out[0].main_type);
+  if (!IsFloatFormat(out[0].main_type)) return out;
+  for (const char* recipe : {"q8_0", "q4_k_m"}) {
+    WeightFormat f = load_as(recipe);
+    if (Sum(f.layer_bytes) < Sum(out.back().layer_bytes)) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+int Plan::CountLayers(LayerHome home) const {
+  return static_cast<int>(std::count(layers.begin(), layers.end(), home));
+}
+
 Plan MakePlan(const PlanInput& in) {
   const ModelConfig& c = in.config;
-  Plan p;
-  p.page_size = kPageSize;
-  p.max_seqs = in.max_seqs > 0 ? in.max_seqs : kDefaultMaxSeqs;
-  int model_ctx = c.max_positions > 0 ? c.max_positions : kDefaultMaxContext;
-  p.max_context = in.max_context > 0 ? in.max_context : std::min(kDefaultMaxContext, model_ctx);
+  if (in.formats.empty()) Fail(ErrorCode::kInvalidArgument, "the planner needs at least one weight format");
+  for (const WeightFormat& f : in.formats)
+    HYMT_CHECK(static_cast<int>(f.layer_bytes.size()) == c.n_layers &&
+               static_cast<int>(f.layer_gpu_bytes.size()) == c.n_layers);
+  if (in.device != "auto" && in.device != "cpu" && in.device != "gpu")
+    Fail(ErrorCode::kInvalidArgument, "planner device must be auto, cpu or gpu, got '", in.device, "'");
+  if (!in.mode.empty() && in.mode != "resident" && in.mode != "partial" && in.mode != "streamed" &&
+      in.mode != "cpu")
+    Fail(ErrorCode::kInvalidArgument, "plan mode must be resident, partial, streamed or cpu, got '", in.mode,
+         "'");
+  if (in.gpu_layers >= c.n_layers)
+    Fail(ErrorCode::kInvalidArgument, "--gpu-layers ", in.gpu_layers, " must be below the model's ",
+         c.n_layers, " layers (all layers on the GPU is the resident plan)");
+  if (in.ring_depth < 0 || in.ring_depth > static_cast<int>(Ops::kUploadTicketWindow))
+    Fail(ErrorCode::kInvalidArgument, "--ring-depth must be between 1 and ", Ops::kUploadTicketWindow,
+         ", got ", in.ring_depth);
+  if (in.device == "gpu" && !in.have_gpu)
+    Fail(ErrorCode::kUnavailable, "a GPU was asked for, but no CUDA device is available");
+  if (in.mode == "cpu" && in.device == "gpu")
+    Fail(ErrorCode::kInvalidArgument, "plan mode cpu with a GPU device");
+
+  Planner planner(in);
+  // The context is already created when the free memory is read (CudaMemoryInfo creates it), and it is
+  // part of gpu_fixed_bytes: add it back to what the device reports free.
+  // What the device can give: its free memory plus the context, which exists already when the free
+  // memory is read (CudaMemoryInfo creates it) and is part of gpu_fixed_bytes.
+  const uint64_t gpu_available = in.gpu_free > 0 ? in.gpu_free + kGpuContextBytes : 0;
+  uint64_t gpu_budget = in.gpu_budget;
+  if (gpu_budget == 0 && gpu_available > kGpuMargin) gpu_budget = gpu_available - kGpuMargin;
+  std::vector<std::string> notes;
+  if (gpu_available > 0 && gpu_budget > gpu_available) {
+    notes.push_back(StrCat("--gpu-mem ", FormatBytes(gpu_budget), " is more than the device has free (",
+                           FormatBytes(in.gpu_free), "); planning for what it has"));
+    gpu_budget = gpu_available;
+  }
+  const uint64_t cpu_budget =
+      in.cpu_budget > 0 ? in.cpu_budget
+                        : (in.cpu_available > kCpuMargin ? in.cpu_available - kCpuMargin : in.cpu_available);
+  const bool try_gpu = in.have_gpu && in.device != "cpu" && in.mode != "cpu";
+  const bool try_cpu = in.device != "gpu" && (in.mode.empty() || in.mode == "cpu");
+
   if (in.max_context > 0 && c.max_positions > 0 && in.max_context > c.max_positions)
-    p.notes.push_back(StrCat("context ", in.max_context, " exceeds the model's trained ", c.max_positions, " positions"));
+    notes.push_back(
+        StrCat("context ", in.max_context, " exceeds the model's trained ", c.max_positions, " positions"));
+  std::optional<Plan> plan;
+  if (try_gpu) plan = planner.Gpu(gpu_budget, cpu_budget);
+  if (!plan && try_gpu && try_cpu)
+    notes.push_back(
+        StrCat("the GPU budget of ", FormatBytes(gpu_budget), " holds no GPU plan; running on the CPU"));
+  if (!plan && try_cpu) plan = planner.Cpu(cpu_budget);
 
-  const int64_t layer_total = std::accumulate(in.layer_bytes.begin(), in.layer_bytes.end(), int64_t{0});
-  const uint64_t weights_total = static_cast<uint64_t>(layer_total + in.embed_bytes + in.head_bytes);
-  const bool want_gpu = in.have_gpu && in.device != "cpu";
-  if (in.device == "cuda" && !in.have_gpu)
-    Fail(ErrorCode::kUnavailable, "--device cuda was asked for, but no CUDA device is available");
-
-  auto kv_tokens_for = [&](int seqs) {
-    return std::max<int64_t>(p.max_context, int64_t{seqs} * std::min(p.max_context, kAverageTokensPerSeq));
-  };
-
-  if (want_gpu) {
-    const uint64_t budget = in.gpu_budget > 0 ? in.gpu_budget : (in.gpu_free > kGpuMargin ? in.gpu_free - kGpuMargin : 0);
-    p.kv_type = in.gpu_kv_type;
-    p.max_step_tokens = std::max(kGpuStepTokens, p.max_seqs);
-    const uint64_t scratch = Activations::Bytes(c, p.max_step_tokens, DType::kBF16) +
-                             LogitsBytes(c, p.max_seqs, DType::kBF16);
-    const uint64_t page_bytes = KvCache::PageBytesPerLayer(c, p.page_size, p.kv_type) * c.n_layers;
-    const int64_t min_pages = (p.max_context + p.page_size - 1) / p.page_size;
-    const uint64_t fixed = weights_total + scratch + kGpuOverhead;
-    if (fixed + page_bytes * min_pages <= budget) {
-      p.mode = "resident";
-      p.layers.assign(c.n_layers, LayerHome::kGpu);
-      p.embed_on_gpu = p.head_on_gpu = true;
-      const int64_t want_pages = (kv_tokens_for(p.max_seqs) + p.page_size - 1) / p.page_size;
-      const int64_t fit_pages = static_cast<int64_t>((budget - fixed) / page_bytes);
-      p.kv_pages = std::min(want_pages, fit_pages);
-      p.gpu_weight_bytes = weights_total;
-      p.gpu_kv_bytes = page_bytes * p.kv_pages;
-      p.gpu_scratch_bytes = scratch;
-      p.gpu_overhead_bytes = kGpuOverhead;
-      p.predicted_decode_tok_s = kGpuBandwidth / static_cast<double>(layer_total + in.head_bytes + (in.head_bytes ? 0 : in.embed_bytes));
-      return p;
+  if (!plan) {
+    // Name the smallest budgets that would work, each with the other budget as given.
+    const WeightFormat& all = in.formats.front();
+    const uint64_t everything = Sum(all.layer_bytes) + all.embed_bytes + all.head_bytes;
+    const uint64_t hi = 2 * (everything + Sum(all.layer_gpu_bytes) + all.embed_gpu_bytes +
+                             all.head_gpu_bytes + in.gpu_fixed_bytes) +
+                        (uint64_t{64} << 30);
+    std::string msg = "nothing fits:";
+    std::vector<std::string> fixes;
+    if (try_gpu) {
+      if (planner.Gpu(hi, cpu_budget)) {
+        const uint64_t need =
+            SmallestBudget(hi, [&](uint64_t b) { return planner.Gpu(b, cpu_budget).has_value(); });
+        const Plan smallest = *planner.Gpu(need, cpu_budget);
+        msg += StrCat(" the GPU budget is ", FormatBytes(gpu_budget), "; the smallest GPU plan (",
+                      smallest.mode, ", ", smallest.format.name, ") needs ", FormatBytes(need), ";");
+        fixes.push_back(StrCat("--gpu-mem ", BudgetFlag(need)));
+      } else {
+        msg += StrCat(" no GPU plan fits the host budget of ", FormatBytes(cpu_budget),
+                      " (streamed and partial plans "
+                      "keep weights in host memory);");
+      }
     }
-    if (in.device == "cuda")
-      Fail(ErrorCode::kResourceExhausted, "the model needs ", FormatBytes(fixed + page_bytes * min_pages),
-           " on the GPU for a resident plan; the budget is ", FormatBytes(budget),
-           " (partial offload and streaming are chosen with --device auto)");
-    p.notes.push_back(StrCat("the GPU budget of ", FormatBytes(budget), " is too small for a resident plan (needs ",
-                             FormatBytes(fixed + page_bytes * min_pages), "); running on the CPU"));
+    if (try_cpu || !try_gpu) {
+      const PlanInput* cpu_in = &in;
+      PlanInput cpu_only;
+      if (!try_cpu) {  // --device gpu without a GPU fails above; here a mode excluded the CPU
+        cpu_only = in;
+        cpu_only.mode = "cpu";
+        cpu_in = &cpu_only;
+      }
+      Planner cpu_planner(*cpu_in);
+      const uint64_t need = SmallestBudget(hi, [&](uint64_t b) { return cpu_planner.Cpu(b).has_value(); });
+      msg += StrCat(" the host budget is ", FormatBytes(cpu_budget), "; the smallest CPU plan (",
+                    cpu_planner.Cpu(need)->format.name, ") needs ", FormatBytes(need), ";");
+      if (try_cpu) fixes.push_back(StrCat("--cpu-mem ", BudgetFlag(need)));
+    }
+    if (!fixes.empty()) msg += " give " + StrJoin(fixes, " or ");
+    if (!in.mode.empty()) msg += StrCat(" (with --plan-mode ", in.mode, ")");
+    Fail(ErrorCode::kResourceExhausted, msg);
   }
 
-  // Everything on the CPU, weights memory-mapped.
-  p.mode = "cpu";
-  p.layers.assign(c.n_layers, LayerHome::kCpu);
-  p.kv_type = in.cpu_kv_type;
-  p.max_step_tokens = std::max(kCpuStepTokens, p.max_seqs);
-  const uint64_t scratch = Activations::Bytes(c, p.max_step_tokens, DType::kF32) + LogitsBytes(c, p.max_seqs, DType::kF32) * 2;
-  const uint64_t page_bytes = KvCache::PageBytesPerLayer(c, p.page_size, p.kv_type) * c.n_layers;
-  const int64_t min_pages = (p.max_context + p.page_size - 1) / p.page_size;
-  const uint64_t budget = in.cpu_budget > 0 ? in.cpu_budget
-                                            : (in.cpu_available > kCpuMargin ? in.cpu_available - kCpuMargin : in.cpu_available);
-  const uint64_t fixed = weights_total + scratch;
-  if (budget > 0 && fixed + page_bytes * min_pages > budget)
-    Fail(ErrorCode::kResourceExhausted, "the model needs at least ", FormatBytes(fixed + page_bytes * min_pages),
-         " of host memory (weights ", FormatBytes(weights_total), ", one ", p.max_context, "-token sequence of KV ",
-         FormatBytes(page_bytes * min_pages), ", scratch ", FormatBytes(scratch), "); the budget is ", FormatBytes(budget));
-  const int64_t want_pages = (kv_tokens_for(p.max_seqs) + p.page_size - 1) / p.page_size;
-  const int64_t fit_pages = budget > 0 ? static_cast<int64_t>((budget - fixed) / page_bytes) : want_pages;
-  p.kv_pages = std::max(min_pages, std::min(want_pages, fit_pages));
-  p.cpu_weight_bytes = weights_total;
-  p.cpu_kv_bytes = page_bytes * p.kv_pages;
-  p.cpu_scratch_bytes = scratch;
-  p.predicted_decode_tok_s = kCpuBandwidth / static_cast<double>(layer_total + (in.head_bytes ? in.head_bytes : in.embed_bytes));
+  Plan p = std::move(*plan);
+  p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
+  if (p.format.quantize_at_load)
+    p.notes.push_back(StrCat("weights are quantised to ", p.format.name, " at load (",
+                             in.formats.front().name,
+                             " does not fit this plan; --weight-type chooses a format)"));
+  if (p.mode == "streamed")
+    p.notes.push_back(StrCat(p.CountLayers(LayerHome::kStreamed),
+                             " layers are copied from pinned host memory every "
+                             "step through a ring of ",
+                             p.ring_depth,
+                             " GPU slots; each step moves the same bytes "
+                             "whatever its batch, so run many sequences at once"));
+  if (p.mode == "partial")
+    p.notes.push_back(StrCat("layers ", p.CountLayers(LayerHome::kGpu), "..", c.n_layers - 1,
+                             " run on the CPU; activations cross to the CPU and back once per step"));
+  if (p.mode == "cpu" && !in.formats.front().quantize_at_load && IsFloatFormat(in.formats.front().main_type))
+    p.notes.push_back(
+        "the CPU reads every weight once per token: --weight-type q8_0 (or q4_k_m) is ~2x (~3x) faster");
+  if (p.kv_pages * p.page_size < int64_t{p.max_seqs} * std::min(p.max_context, kAverageTokensPerSeq))
+    p.notes.push_back(StrCat("the KV cache holds ", p.kv_pages * p.page_size, " tokens: fewer than ",
+                             p.max_seqs, " sequences of ", kAverageTokensPerSeq,
+                             " tokens run at once (admission waits for pages)"));
   return p;
 }
 
@@ -112,23 +545,33 @@ std::string Plan::Table(const ModelConfig& c) const {
   std::string out;
   char line[256];
   auto row = [&](const char* what, const std::string& gpu, const std::string& cpu) {
-    std::snprintf(line, sizeof line, "  %-22s %16s %16s\n", what, gpu.c_str(), cpu.c_str());
+    std::snprintf(line, sizeof line, "  %-24s %14s %14s\n", what, gpu.c_str(), cpu.c_str());
     out += line;
   };
-  int gpu_layers = static_cast<int>(std::count(layers.begin(), layers.end(), LayerHome::kGpu));
-  int streamed = static_cast<int>(std::count(layers.begin(), layers.end(), LayerHome::kStreamed));
-  out += StrCat("plan: ", mode, " — ", gpu_layers, " of ", c.n_layers, " layers on the GPU",
-                streamed ? StrCat(", ", streamed, " streamed") : "", "\n");
+  auto bytes = [](uint64_t b) { return b ? FormatBytes(b) : std::string("-"); };
+  out += StrCat("plan: ", mode, ", ", format.name, format.quantize_at_load ? " (quantised at load)" : "",
+                "; ", CountLayers(LayerHome::kGpu), " of ", c.n_layers, " layers resident on the GPU");
+  if (CountLayers(LayerHome::kStreamed)) out += StrCat(", ", CountLayers(LayerHome::kStreamed), " streamed");
+  if (CountLayers(LayerHome::kCpu)) out += StrCat(", ", CountLayers(LayerHome::kCpu), " on the CPU");
+  out += StrCat("; embedding on the ", embed_on_gpu ? "GPU" : "CPU", ", head on the ",
+                head_on_gpu ? "GPU" : "CPU", "\n");
   row("", "GPU", "CPU");
-  row("weights", FormatBytes(gpu_weight_bytes), FormatBytes(cpu_weight_bytes));
-  row("KV cache", FormatBytes(gpu_kv_bytes), FormatBytes(cpu_kv_bytes));
-  row("activations, logits", FormatBytes(gpu_scratch_bytes), FormatBytes(cpu_scratch_bytes));
-  row("context, workspaces", FormatBytes(gpu_overhead_bytes), "-");
-  row("total", FormatBytes(gpu_total()), FormatBytes(cpu_total()));
-  out += StrCat("  KV: ", kv_pages, " pages of ", page_size, " tokens (", kv_pages * page_size, " tokens) in ",
-                DTypeName(kv_type), "; up to ", max_seqs, " sequences of ", max_context, " tokens; ", max_step_tokens,
-                " tokens per step\n");
-  std::snprintf(line, sizeof line, "  predicted batch-1 decode: %.1f tokens/s\n", predicted_decode_tok_s);
+  row("weights", bytes(gpu_weight_bytes), bytes(cpu_weight_bytes));
+  if (mode == "streamed") row("streaming ring, pinned", bytes(gpu_ring_bytes), bytes(cpu_pinned_bytes));
+  row("KV cache", bytes(gpu_kv_bytes), bytes(cpu_kv_bytes));
+  row("activations, logits", bytes(gpu_scratch_bytes), bytes(cpu_scratch_bytes));
+  row("context, workspaces", bytes(gpu_fixed_bytes), "-");
+  row("total", bytes(gpu_total()), bytes(cpu_total()));
+  row("budget", bytes(gpu_budget), cpu_budget ? FormatBytes(cpu_budget) : std::string("unlimited"));
+  out += StrCat("  KV: ", kv_pages, " pages of ", page_size, " tokens (", kv_pages * page_size,
+                " tokens) in ", DTypeName(kv_type), "; up to ", max_seqs, " sequences of up to ", max_context,
+                " tokens; ", max_step_tokens, " tokens per step\n");
+  if (mode == "streamed")
+    out += StrCat("  streaming: ", CountLayers(LayerHome::kStreamed), " layers copied per step through ",
+                  ring_depth, " GPU slots of ", FormatBytes(ring_slot_bytes), " from pinned host memory\n");
+  std::snprintf(line, sizeof line,
+                "  predicted decode: %.1f tokens/s at batch 1, %.0f tokens/s at batch %d\n",
+                predicted_decode_tok_s, predicted_batch_tok_s, predicted_batch);
   out += line;
   for (const std::string& n : notes) out += "  note: " + n + "\n";
   return out;

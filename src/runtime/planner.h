@@ -1,59 +1,157 @@
-// The memory planner: decides, before anything is allocated, where every weight lives, how many KV
-// pages exist, and how large each step may be, within the user's budgets.
+// The memory planner: decides, before anything is allocated, the weight format, where every layer
+// lives (GPU, CPU, or streamed to the GPU per step), how many KV pages exist, and how large a step may
+// be, within the user's budgets. One planner for every device; `hymt plan`, `serve` and `translate`
+// all use it, and nothing allocated while serving grows past what it decided.
+//
+// Rules (docs/ARCHITECTURE.md, "Memory", says the same):
+//   1. A GPU budget covers everything the process holds on the device: the CUDA context, the backend's
+//      fixed scratch (cuBLAS workspace, staging), activations, logits, KV pages, weights, the ring.
+//   2. Formats: the stored one first. When the user named none and the checkpoint is a float one (f32,
+//      f16, bf16, f8), q8_0 and then q4_k_m are tried too (quantised at load, on all cores).
+//   3. Modes, first that fits: resident (every weight on the GPU) in the stored format, then q8_0, then
+//      q4_k_m; else the smallest format either streamed (the first N layers resident, the rest copied
+//      into a ring of GPU slots each step) or partial (the first N layers on the GPU, the rest computed
+//      on the CPU), whichever the speed model predicts faster at the planned batch; else the CPU.
+//   4. Streamed plans prefer large batches: every step moves the same weight bytes over PCIe whatever
+//      its batch, so KV pages come first and resident layers take what is left when that is faster.
+//   5. When nothing fits, Error(kResourceExhausted) names the smallest budget that would (found by
+//      searching the planner itself, so the number is exactly what `--gpu-mem`/`--cpu-mem` needs).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "model/config.h"
+#include "model/weights.h"
 
 namespace hymt {
 
 enum class LayerHome { kCpu, kGpu, kStreamed };
+const char* LayerHomeName(LayerHome home);  // "cpu", "gpu", "streamed"
+
+// What the CUDA context itself takes on an H200 with CUDA 13 (module images, the driver's own heaps),
+// which only the driver reports. An estimate until tools/device/budgets.sh measures it.
+constexpr uint64_t kGpuContextBytes = uint64_t{600} << 20;
+// The CUDA backend's fixed scratch with its default options (CudaOpsScratchBytes: cuBLAS workspace,
+// dequantisation slab, attention partials, staging). Session passes the real value when CUDA is built.
+constexpr uint64_t kGpuBackendScratchBytes = uint64_t{88} << 20;
+// cudaMalloc hands out whole 2 MiB pages for large allocations: each weight of at least this size is
+// counted rounded up to it.
+constexpr uint64_t kGpuAllocGranularity = uint64_t{2} << 20;
+
+// The model's weights in one format, sized per part.
+struct WeightFormat {
+  std::string name;                       // "bf16", "q8_0", "q4_k_m", ... (a recipe name or a stored type)
+  bool quantize_at_load = false;          // false: the stored format
+  DType main_type = DType::kBF16;         // the type of most matrices (speed estimates, display)
+  std::vector<uint64_t> layer_bytes;      // [n_layers] host bytes of each layer
+  std::vector<uint64_t> layer_gpu_bytes;  // [n_layers] bytes on the GPU in its backend's layout
+  uint64_t embed_bytes = 0, embed_gpu_bytes = 0;  // token embedding (the head too when tied)
+  uint64_t head_bytes = 0, head_gpu_bytes = 0;    // untied output head and the final norm
+  int64_t layer_params = 0;                       // parameters of one layer (compute estimates)
+  uint64_t rope_gpu_bytes = 0;  // the RoPE table on the GPU (derived, not stored; one per device)
+};
+
+// Device bytes of one tensor in a GPU backend's layout (CudaPreparedWeightBytes when CUDA is built).
+using GpuBytesFn = std::function<uint64_t(DType type, int64_t rows, int64_t cols)>;
+// Sizes every part of `config` given each tensor's type; gpu_bytes may be empty (then the stored size).
+WeightFormat MeasureFormat(const ModelConfig& config, const std::string& name, bool quantize_at_load,
+                           const std::function<DType(const TensorSpec&)>& type_of,
+                           const GpuBytesFn& gpu_bytes);
+// The stored type a tensor gets when a model is quantised at load to `weight_type`: a recipe name
+// (q4_k_m, q8_0, ...: MixedTypeFor, the tied embedding typed as the output head) or a plain type
+// (q4_k, q5_k, ...: every matrix). Norms stay f32. Throws Error(kInvalidArgument) for an unknown name.
+DType LoadTypeFor(const std::string& weight_type, const ModelConfig& config, const TensorSpec& spec);
+// True for the stored types the planner may quantise at load (f32, f16, bf16, f8_e4m3).
+bool IsFloatFormat(DType type);
+// The formats to plan with, preferred first: `weight_type` (quantised at load) when the user named one;
+// else the stored format (tensor types from `stored`, named `stored_name` or its main type), followed,
+// for a float checkpoint, by q8_0 and q4_k_m where they are smaller.
+std::vector<WeightFormat> CandidateFormats(const ModelConfig& config,
+                                           const std::function<DType(const TensorSpec&)>& stored,
+                                           const std::string& stored_name, const std::string& weight_type,
+                                           const GpuBytesFn& gpu_bytes);
+
+// Rough speeds for the predictions (the benchmarks measure the real ones).
+struct DeviceSpeeds {
+  double gpu_bandwidth = 3.0e12;  // achieved weight-read bytes/s (H200: ~4.6e12 measured peak)
+  double gpu_flops = 4.0e14;      // achieved bf16 matmul FLOP/s
+  double pcie_bandwidth = 50e9;   // host -> device from pinned memory (BENCH.md: ~54 GB/s)
+  double cpu_bandwidth = 20e9;    // weight-read bytes/s of the CPU kernels
+  double cpu_flops = 2.0e11;      // CPU matmul FLOP/s
+  // What a layer (or the head) costs beyond its bytes and FLOPs: kernel launches and their tails on
+  // the GPU, thread-pool dispatch on the CPU. Dominant only for small models.
+  double gpu_part_seconds = 20e-6;
+  double cpu_part_seconds = 10e-6;
+};
 
 struct PlanInput {
   ModelConfig config;
-  std::vector<int64_t> layer_bytes;   // stored bytes of each layer's weights (in the chosen format)
-  int64_t embed_bytes = 0;            // token embedding
-  int64_t head_bytes = 0;             // untied output head (0 when tied)
-  DType weight_type = DType::kBF16;   // the dominant stored type (for display and speed estimates)
+  // Candidate formats, preferred first: formats[0] is what the weights are (stored, or what the user
+  // asked to quantise to); the others are offered to the planner to quantise to when that fits.
+  std::vector<WeightFormat> formats;
   bool have_gpu = false;
-  uint64_t gpu_free = 0;              // what the device reports free (bytes)
-  uint64_t gpu_budget = 0;            // user budget (0: gpu_free minus a margin)
-  uint64_t cpu_available = 0;         // host memory available
-  uint64_t cpu_budget = 0;            // user budget (0: available minus a margin)
-  std::string device = "auto";        // auto | cpu | cuda
-  int max_seqs = 0;                   // 0: choose
-  int max_context = 0;                // 0: choose
-  DType cpu_kv_type = DType::kF32;    // KV type on each kind of device
-  DType gpu_kv_type = DType::kBF16;
+  bool gpu_can_stream = true;  // the GPU backend implements the streaming ops
+  uint64_t gpu_free = 0;       // what the device reports free (bytes)
+  uint64_t gpu_budget = 0;     // user budget (0: gpu_free minus a margin; capped at gpu_free)
+  uint64_t gpu_fixed_bytes = kGpuContextBytes + kGpuBackendScratchBytes;  // context + backend scratch
+  uint64_t cpu_available = 0;        // host memory available (0: unknown, no host limit)
+  uint64_t cpu_budget = 0;           // user budget (0: available minus kCpuMargin)
+  std::string device = "auto";       // auto | cpu | gpu (gpu: fail rather than fall back to the CPU)
+  int max_seqs = 0;                  // 0: choose
+  int max_context = 0;               // 0: choose
+  int ring_depth = 0;                // streamed plans: slots in the ring (0: choose)
+  int gpu_layers = -1;               // partial/streamed plans: layers resident on the GPU (-1: choose)
+  std::string mode;                  // "" (choose), or resident | partial | streamed | cpu
+  DType cpu_kv_type = DType::kF32;   // KV type when every layer is on the CPU
+  DType gpu_kv_type = DType::kBF16;  // KV type when any layer is on the GPU (all layers share one type)
+  DType gpu_activation_type = DType::kBF16;  // the GPU backend's activation type
+  DeviceSpeeds speeds;
 };
 
 struct Plan {
-  std::string mode;                   // "cpu" | "resident" | "partial" | "streamed"
-  std::vector<LayerHome> layers;
+  std::string mode;               // "cpu" | "resident" | "partial" | "streamed"
+  WeightFormat format;            // the weights as they will run
+  std::vector<LayerHome> layers;  // [n_layers]
   bool embed_on_gpu = false;
   bool head_on_gpu = false;
+  int ring_depth = 0;            // streamed: GPU slots, each holding one layer
+  uint64_t ring_slot_bytes = 0;  // streamed: bytes of one slot (the largest streamed layer)
   int max_seqs = 0;
   int max_context = 0;
   int max_step_tokens = 0;
   int page_size = 16;
   int64_t kv_pages = 0;
   DType kv_type = DType::kF32;
-  uint64_t gpu_weight_bytes = 0, gpu_kv_bytes = 0, gpu_scratch_bytes = 0, gpu_overhead_bytes = 0;
-  uint64_t cpu_weight_bytes = 0, cpu_kv_bytes = 0, cpu_scratch_bytes = 0;
-  double predicted_decode_tok_s = 0;  // batch-1 estimate from bytes per token and a bandwidth guess
+  uint64_t gpu_budget = 0;  // the budget this plan was made for (0 without a GPU)
+  uint64_t cpu_budget = 0;
+  // GPU: weights (resident layers, embedding, head), the ring, KV, activations + logits, context +
+  // backend scratch. CPU: weights it computes with, the pinned copies streamed layers come from, KV,
+  // activations + logits.
+  uint64_t gpu_weight_bytes = 0, gpu_ring_bytes = 0, gpu_kv_bytes = 0, gpu_scratch_bytes = 0,
+           gpu_fixed_bytes = 0;
+  uint64_t cpu_weight_bytes = 0, cpu_pinned_bytes = 0, cpu_kv_bytes = 0, cpu_scratch_bytes = 0;
+  double predicted_decode_tok_s = 0;  // batch 1
+  double predicted_batch_tok_s = 0;   // aggregate at predicted_batch sequences
+  int predicted_batch = 1;            // sequences whose KV fits at a typical translation's length
   std::vector<std::string> notes;     // why choices were made
 
-  uint64_t gpu_total() const { return gpu_weight_bytes + gpu_kv_bytes + gpu_scratch_bytes + gpu_overhead_bytes; }
-  uint64_t cpu_total() const { return cpu_weight_bytes + cpu_kv_bytes + cpu_scratch_bytes; }
+  uint64_t gpu_total() const {
+    return gpu_weight_bytes + gpu_ring_bytes + gpu_kv_bytes + gpu_scratch_bytes + gpu_fixed_bytes;
+  }
+  uint64_t cpu_total() const {
+    return cpu_weight_bytes + cpu_pinned_bytes + cpu_kv_bytes + cpu_scratch_bytes;
+  }
+  int CountLayers(LayerHome home) const;
   // A human-readable table (for `hymt plan` and the server's start-up log).
   std::string Table(const ModelConfig& config) const;
 };
 
-// Throws Error(kResourceExhausted) naming the smallest budget that would work when nothing fits.
+// Throws Error(kResourceExhausted) naming the smallest budget that would work when nothing fits,
+// Error(kUnavailable) for --device cuda without a GPU, Error(kInvalidArgument) for bad inputs.
 Plan MakePlan(const PlanInput& input);
 
 }  // namespace hymt

@@ -3,9 +3,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/standin.h"
 #include "core/logging.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -15,7 +18,6 @@
 #endif
 
 namespace hymt {
-namespace {
 
 uint64_t HostMemoryAvailable() {
   std::ifstream in("/proc/meminfo");
@@ -27,19 +29,26 @@ uint64_t HostMemoryAvailable() {
   return 0;
 }
 
-// Quantises every matrix of `w` to `type` on all cores, into buffers owned by `owner`.
-void QuantizeWeights(const ModelConfig& c, ModelWeights& w, DType type, Ops& host,
-                     std::vector<std::unique_ptr<Buffer>>& owner) {
-  if (!CanQuantizeTo(type)) Fail(ErrorCode::kUnsupported, "quantising to ", DTypeName(type), " is not supported");
+namespace {
+
+// Quantises every matrix of `w` to the type `type_of` gives it, on all cores, into host buffers kept in
+// `owner` by their address (so that the copies of parts placed on a GPU can be freed after upload).
+void QuantizeWeights(const ModelConfig& c, ModelWeights& w, const std::string& name,
+                     const std::function<DType(const TensorSpec&)>& type_of, Ops& host,
+                     std::map<const void*, std::unique_ptr<Buffer>>& owner) {
   int64_t total = 0, done = 0;
+  int shown = -1;  // the percentage on screen
   ForEachTensor(c, w, [&](const TensorSpec& s, Weight&) {
     if (!s.is_norm) total += s.rows;
   });
   ForEachTensor(c, w, [&](const TensorSpec& s, Weight& t) {
+    const DType type = type_of(s);
     if (s.is_norm || t.dtype == type) return;
+    if (!CanQuantizeTo(type))
+      Fail(ErrorCode::kUnsupported, "quantising to ", DTypeName(type), " is not supported");
     if (t.cols % GetDTypeInfo(type).block_size != 0) {
-      HYMT_LOG_WARN("keeping ", t.name, " as ", DTypeName(t.dtype), ": ", t.cols, " columns are not a multiple of ",
-                    GetDTypeInfo(type).block_size);
+      HYMT_LOG_WARN("keeping ", t.name, " as ", DTypeName(t.dtype), ": ", t.cols,
+                    " columns are not a multiple of ", GetDTypeInfo(type).block_size);
       return;
     }
     const size_t in_row = DTypeBytes(t.dtype, t.cols), out_row = DTypeBytes(type, t.cols);
@@ -59,9 +68,11 @@ void QuantizeWeights(const ModelConfig& c, ModelWeights& w, DType type, Ops& hos
     t.dtype = type;
     t.data = buf->data();
     t.scale = 1.0f;
-    owner.push_back(std::move(buf));
+    owner[t.data] = std::move(buf);
     done += s.rows;
-    std::fprintf(stderr, "\rquantising to %s: %3d%%", DTypeName(type), static_cast<int>(100 * done / std::max<int64_t>(1, total)));
+    const int percent = static_cast<int>(100 * done / std::max<int64_t>(1, total));
+    if (percent != shown) std::fprintf(stderr, "\rquantising to %s: %3d%%", name.c_str(), percent);
+    shown = percent;
   });
   std::fprintf(stderr, "\n");
 }
@@ -89,35 +100,26 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   auto cpu = CreateCpuOps();
   Ops* cpu_ops = cpu.get();
   s->backends_.push_back(std::move(cpu));
-
   ModelWeights weights = m.model->weights();
-  if (!o.weight_type.empty()) {
-    DType t;
-    if (!ParseDType(o.weight_type, &t)) Fail(ErrorCode::kInvalidArgument, "unknown weight type '", o.weight_type, "'");
-    QuantizeWeights(c, weights, t, *cpu_ops, s->weight_buffers_);
-  }
+
+  const bool standin = o.device == "standin";
+  const bool cuda = o.device == "cuda" || o.device.rfind("cuda:", 0) == 0;
+  if (o.device != "auto" && o.device != "cpu" && !cuda && !standin)
+    Fail(ErrorCode::kInvalidArgument, "unknown device '", o.device, "' (auto, cpu, cuda, cuda:N)");
+  [[maybe_unused]] const int cuda_index =
+      o.device.rfind("cuda:", 0) == 0 ? std::atoi(o.device.c_str() + 5) : 0;
 
   PlanInput in;
   in.config = c;
-  in.device = o.device == "auto" ? "auto" : (o.device.rfind("cuda", 0) == 0 ? "cuda" : o.device);
-  if (in.device != "auto" && in.device != "cpu" && in.device != "cuda")
-    Fail(ErrorCode::kInvalidArgument, "unknown device '", o.device, "' (auto, cpu, cuda, cuda:N)");
+  in.device = (cuda || standin) ? "gpu" : o.device;
+  in.mode = o.plan_mode;
+  in.gpu_layers = o.gpu_layers;
+  in.ring_depth = o.ring_depth;
   in.max_seqs = o.max_seqs;
   in.max_context = o.max_context;
   in.cpu_available = HostMemoryAvailable();
   in.cpu_budget = o.cpu_mem;
   in.gpu_budget = o.gpu_mem;
-  in.layer_bytes.assign(c.n_layers, 0);
-  ForEachTensor(c, weights, [&](const TensorSpec& spec, Weight& t) {
-    if (spec.layer >= 0) {
-      in.layer_bytes[spec.layer] += static_cast<int64_t>(t.bytes());
-    } else if (spec.role == "token_embd") {
-      in.embed_bytes = static_cast<int64_t>(t.bytes());
-      in.weight_type = t.dtype;
-    } else if (spec.role == "output") {
-      in.head_bytes = static_cast<int64_t>(t.bytes());
-    }
-  });
   if (!o.kv_type.empty()) {
     DType kv;
     if (!ParseDType(o.kv_type, &kv) ||
@@ -125,51 +127,105 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
       Fail(ErrorCode::kInvalidArgument, "--kv-type must be f32, f16, bf16 or q8_0, got '", o.kv_type, "'");
     in.cpu_kv_type = in.gpu_kv_type = kv;
   }
-  int cuda_index = 0;
-  if (o.device.rfind("cuda:", 0) == 0) cuda_index = std::atoi(o.device.c_str() + 5);
+  GpuBytesFn gpu_bytes;
+  if (standin) {
+    if (o.gpu_mem == 0) Fail(ErrorCode::kInvalidArgument, "--device standin needs --gpu-mem");
+    in.have_gpu = true;
+    in.gpu_fixed_bytes = 0;  // a stand-in has no context or library workspaces
+    in.gpu_activation_type = DType::kF32;
+  }
 #ifdef HYMT_HAVE_CUDA
   size_t free_b = 0, total_b = 0;
-  if (in.device != "cpu" && CudaMemoryInfo(cuda_index, &free_b, &total_b)) {
+  if (!standin && o.device != "cpu" && CudaMemoryInfo(cuda_index, &free_b, &total_b)) {
     in.have_gpu = true;
     in.gpu_free = free_b;
+    in.gpu_fixed_bytes = kGpuContextBytes + CudaOpsScratchBytes(CudaOpsOptions{});
+    gpu_bytes = [](DType t, int64_t rows, int64_t cols) { return CudaPreparedWeightBytes(t, rows, cols); };
   }
 #endif
+  std::map<std::string, DType> stored_types;
+  ForEachTensor(c, weights,
+                [&](const TensorSpec& spec, Weight& t) { stored_types[spec.gguf_name] = t.dtype; });
+  in.formats = CandidateFormats(
+      c, [&](const TensorSpec& spec) { return stored_types.at(spec.gguf_name); }, "", o.weight_type,
+      gpu_bytes);
   s->plan_ = MakePlan(in);
   const Plan& p = s->plan_;
 
-  Placement placement;
+  // Weights quantised at load live in host buffers until placed; those of parts on the GPU are freed
+  // after their upload.
+  std::map<const void*, std::unique_ptr<Buffer>> host_copies;
+  if (p.format.quantize_at_load)
+    QuantizeWeights(
+        c, weights, p.format.name,
+        [&](const TensorSpec& spec) { return LoadTypeFor(p.format.name, c, spec); }, *cpu_ops, host_copies);
+
   Ops* gpu_ops = nullptr;
-#ifdef HYMT_HAVE_CUDA
   if (p.mode != "cpu") {
-    auto gpu = CreateCudaOps(cuda_index);
+    std::unique_ptr<Ops> gpu;
+    if (standin) {
+      StandinOptions so;
+      so.capacity = o.gpu_mem;
+      gpu = CreateStandinOps(so);
+    }
+#ifdef HYMT_HAVE_CUDA
+    if (!standin) gpu = CreateCudaOps(cuda_index);
+#endif
+    HYMT_CHECK(gpu != nullptr, "a GPU plan without a GPU backend");
     gpu_ops = gpu.get();
     s->backends_.push_back(std::move(gpu));
   }
-#endif
-  if (p.mode == "partial" || p.mode == "streamed")
-    Fail(ErrorCode::kUnsupported, "plan mode ", p.mode, " is not available in this build");
+  s->gpu_ops_ = gpu_ops;
 
   // Place each part's weights on its device.
   auto place = [&](Ops* ops, Weight& w) {
-    if (!w.empty()) w = ops->PrepareWeight(w);
+    if (w.empty()) return;
+    const void* host = w.data;
+    w = ops->PrepareWeight(w);
+    if (ops != cpu_ops) host_copies.erase(host);
   };
+  Placement placement;
   placement.embed = p.embed_on_gpu ? gpu_ops : cpu_ops;
   placement.head = p.head_on_gpu ? gpu_ops : cpu_ops;
+  if (weights.output.empty() && placement.head != placement.embed)
+    Fail(ErrorCode::kUnsupported,
+         "a tied output head on a different device than the embedding is not supported");
   place(placement.embed, weights.embed);
   place(placement.head, weights.final_norm);
   place(placement.head, weights.output);
-  if (weights.output.empty() && placement.head != placement.embed)
-    Fail(ErrorCode::kUnsupported, "a tied output head on a different device than the embedding is not supported");
+  // The RoPE table: one copy on each device that runs layers.
+  const Weight host_rope = weights.layers[0].rope_inv_freq;
+  std::map<Ops*, Weight> rope;
+  auto rope_on = [&](Ops* ops) {
+    auto it = rope.find(ops);
+    if (it == rope.end()) it = rope.emplace(ops, ops->PrepareWeight(host_rope)).first;
+    return it->second;
+  };
+  std::vector<int> streamed;
   for (int i = 0; i < c.n_layers; ++i) {
-    Ops* ops = p.layers[i] == LayerHome::kGpu ? gpu_ops : cpu_ops;
+    Ops* ops = p.layers[i] == LayerHome::kCpu ? cpu_ops : gpu_ops;
     placement.layers.push_back(ops);
     LayerWeights& l = weights.layers[i];
-    for (Weight* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.gate, &l.up, &l.down})
-      place(ops, *w);
+    l.rope_inv_freq = rope_on(ops);
+    if (p.layers[i] == LayerHome::kStreamed) {
+      streamed.push_back(i);
+      continue;
+    }
+    for (Weight* w : l.Stored()) place(ops, *w);
   }
-  // The RoPE table goes wherever layers are (both devices when split).
-  Weight rope_host = weights.rope_inv_freq;
-  weights.rope_inv_freq = (gpu_ops && p.layers[0] == LayerHome::kGpu) ? gpu_ops->PrepareWeight(rope_host) : rope_host;
+  if (!streamed.empty()) {
+    s->streamer_ =
+        std::make_unique<LayerStreamer>(*gpu_ops, streamed, weights.layers, rope_on(gpu_ops), p.ring_depth);
+    HYMT_CHECK(s->streamer_->slot_bytes() <= p.ring_slot_bytes, "the planner sized ring slots of ",
+               p.ring_slot_bytes, " bytes; a layer needs ", s->streamer_->slot_bytes());
+    for (int i : streamed) {
+      for (const Weight* w : weights.layers[i].Stored()) host_copies.erase(w->data);
+      weights.layers[i] = s->streamer_->staged(i);
+    }
+    placement.streamer = s->streamer_.get();
+  }
+  for (auto& [ptr, buf] : host_copies) s->weight_buffers_.push_back(std::move(buf));
+
   auto placed = std::make_shared<HunyuanModel>(c, std::move(weights));
   s->placed_ = placed;
   s->first_layer_ops_ = placement.layers[0];

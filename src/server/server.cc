@@ -157,9 +157,11 @@ void Server::Load() {
     const LoadedModel& model = loaded->session->model();
     loaded->context.translator = loaded->translator.get();
     loaded->context.cache = loaded->cache.get();
-    loaded->context.model_id = ModelIdentity(model, options_.session.weight_type);
-    loaded->context.model_greedy = !model.generation.do_sample;
     const Plan& plan = loaded->session->plan();
+    // The weights as they run: a format the planner quantised to at load counts as asked for.
+    loaded->context.model_id =
+        ModelIdentity(model, plan.format.quantize_at_load ? plan.format.name : options_.session.weight_type);
+    loaded->context.model_greedy = !model.generation.do_sample;
     HYMT_LOG_INFO("model ", loaded->session->model().name, " ready in ",
                   std::chrono::duration<double>(Clock::now() - started_).count(), " s (memory mode ",
                   plan.mode, ", ", plan.max_seqs, " sequences, ", plan.kv_pages * plan.page_size,
@@ -523,11 +525,13 @@ void Server::HandleMetrics(httplib::Response& res) {
     memory("cpu", "weights", p.cpu_weight_bytes);
     memory("cpu", "kv", p.cpu_kv_bytes);
     memory("cpu", "scratch", p.cpu_scratch_bytes);
+    if (p.cpu_pinned_bytes > 0) memory("cpu", "pinned", p.cpu_pinned_bytes);
     if (p.gpu_total() > 0) {
       memory("gpu", "weights", p.gpu_weight_bytes);
       memory("gpu", "kv", p.gpu_kv_bytes);
       memory("gpu", "scratch", p.gpu_scratch_bytes);
-      memory("gpu", "overhead", p.gpu_overhead_bytes);
+      memory("gpu", "overhead", p.gpu_fixed_bytes);
+      if (p.gpu_ring_bytes > 0) memory("gpu", "ring", p.gpu_ring_bytes);
     }
   }
   res.set_content(w.text(), "text/plain; version=0.0.4; charset=utf-8");

@@ -60,7 +60,8 @@ TEST_P(CudaFixture, LogitsMatchTransformersBf16) {
   ForEachTensor(m.config, w, [&](const TensorSpec&, Weight& t) {
     if (!t.empty()) t = gpu->PrepareWeight(t);
   });
-  w.rope_inv_freq = gpu->PrepareWeight(w.rope_inv_freq);
+  const Weight rope = gpu->PrepareWeight(w.layers[0].rope_inv_freq);
+  for (LayerWeights& l : w.layers) l.rope_inv_freq = rope;
   HunyuanModel placed(m.config, w);
   auto ref = SafetensorsSource::Open(dir + "/reference.safetensors");
   const int64_t vocab = m.config.vocab_rows;

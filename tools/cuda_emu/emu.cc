@@ -340,6 +340,10 @@ cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t) {
   return cudaSuccess;
 }
+// Every stream runs its work at once, so an event has always completed when a stream waits for it.
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
+  return s != nullptr && s->capture != nullptr ? emu::Err(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+}
 cudaError_t cudaGetLastError() {
   const cudaError_t e = emu::g_last;
   emu::g_last = cudaSuccess;

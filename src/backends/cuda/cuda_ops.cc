@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/streaming.h"
 #include "core/half.h"
 #include "core/logging.h"
 #include "core/status.h"
@@ -443,6 +444,7 @@ class CudaOpsImpl final : public CudaOps {
     ExpectEager("Sync");
     Bind(device_);
     HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    uploader_.Sync();  // prefetched layer copies too (their slots may be freed next)
   }
 
   // ---- the step ----
@@ -713,6 +715,38 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUDA_CHECK(cudaMemcpyAsync(ids_host_.get(), ids_dev_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
     HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(out.data(), ids_host_.get(), bytes);
+  }
+
+  // ---- layer streaming (streaming.cu): staged in the PrepareWeight layout, copied as is ----
+  bool CanStream() const override { return true; }
+  std::unique_ptr<Buffer> AllocateStreamHost(size_t bytes, const std::string& what) override {
+    return cuda::AllocatePinnedHost(bytes, what);
+  }
+  size_t StreamWeightBytes(const Weight& host) override {
+    return LayoutFor(host.dtype, host.rows, host.cols).total;
+  }
+  Weight StageStreamWeight(const Weight& host, void* dst) override {
+    HYMT_CUDA_EXPECT(host.data != nullptr && host.rows > 0 && host.cols > 0, "weight ", host.name);
+    HYMT_CUDA_EXPECT(host.cols % GetDTypeInfo(host.dtype).block_size == 0, "weight ", host.name);
+    if (host.dtype == DType::kI32) Fail(ErrorCode::kUnsupported, "cuda: weight ", host.name, " is i32");
+    const WeightLayout layout = LayoutFor(host.dtype, host.rows, host.cols);
+    std::vector<float> tmp;
+    FillChunk(host, layout, 0, host.rows, static_cast<char*>(dst), tmp);
+    Weight w = host;
+    w.dtype = layout.device_type;
+    w.data = dst;
+    w.prepared = nullptr;
+    return w;
+  }
+  uint64_t UploadAsync(const void* host, void* device_dst, size_t bytes) override {
+    ExpectEager("UploadAsync");
+    Bind(device_);
+    return uploader_.Upload(stream_, host, device_dst, bytes);
+  }
+  void WaitUpload(uint64_t ticket) override {
+    ExpectEager("WaitUpload");
+    Bind(device_);
+    uploader_.Wait(stream_, ticket);
   }
 
   // ---- graphs ----
@@ -1011,6 +1045,7 @@ class CudaOpsImpl final : public CudaOps {
   PinnedMemory ids_host_;
   Event upload_done_[2];
   std::vector<DeviceMemory> weights_;
+  cuda::Uploader uploader_;  // layer streaming's copies (a stream of their own)
   bool simple_ = false;
 
   // The current step (host mirror and device view).

@@ -90,6 +90,7 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) {
   return b.x;
 }
+inline float __bfloat162float(__nv_bfloat16 b) { return ::hymt::Bf16ToF32(b.x); }
 inline __half2_raw __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t v, __nv_fp8_interpretation_t) {
   // e4m3 values are exact in f16.
   return {::hymt::F32ToF16(::hymt::F8E4M3ToF32(static_cast<uint8_t>(v & 0xff))),
@@ -214,6 +215,7 @@ cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d);
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total);
 cudaError_t cudaMalloc(void** p, size_t bytes);
+template <typename T> cudaError_t cudaMalloc(T** p, size_t bytes) { return cudaMalloc(reinterpret_cast<void**>(p), bytes); }
 cudaError_t cudaFree(void* p);
 cudaError_t cudaMallocHost(void** p, size_t bytes);
 cudaError_t cudaFreeHost(void* p);
@@ -228,8 +230,9 @@ cudaError_t cudaEventCreate(cudaEvent_t* e);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
 cudaError_t cudaGetLastError();
 const char* cudaGetErrorName(cudaError_t e);
 const char* cudaGetErrorString(cudaError_t e);

@@ -1,0 +1,337 @@
+// The memory planner on synthetic devices: GPUs of 24/16/12/8/6/4/2 GiB at the real 7B and 1.8B shapes
+// in bf16, q8_0 and q4_k_m; the CPU alone; budgets too small for anything, whose error must name a
+// budget that is exactly enough.
+#include "runtime/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "core/status.h"
+#include "model/shapes.h"
+#include "runtime/kv_cache.h"
+
+namespace hymt {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// A model of `shape` stored as `recipe` (bf16: a float checkpoint; q8_0, q4_k_m: a GGUF), with or
+// without a GPU budget; host memory unlimited unless given.
+PlanInput Input(const std::string& shape, const std::string& recipe, double gpu_gib, double cpu_gib = 0,
+                const std::string& weight_type = "") {
+  PlanInput in;
+  in.config = ShapeConfig(shape);
+  const ModelConfig& c = in.config;
+  in.formats = CandidateFormats(
+      c, [&](const TensorSpec& s) { return LoadTypeFor(recipe, c, s); }, recipe, weight_type, nullptr);
+  if (gpu_gib > 0) {
+    in.have_gpu = true;
+    in.gpu_budget = static_cast<uint64_t>(gpu_gib * kGiB);
+  }
+  in.cpu_budget = static_cast<uint64_t>(cpu_gib * kGiB);
+  return in;
+}
+
+// What every plan must satisfy, whatever it chose.
+void ExpectConsistent(const PlanInput& in, const Plan& p) {
+  const ModelConfig& c = in.config;
+  SCOPED_TRACE(p.Table(c));
+  ASSERT_EQ(static_cast<int>(p.layers.size()), c.n_layers);
+  if (p.mode != "cpu") EXPECT_LE(p.gpu_total(), p.gpu_budget);
+  if (p.cpu_budget > 0) EXPECT_LE(p.cpu_total(), p.cpu_budget);
+  // At least one sequence of the full context fits in the KV cache.
+  EXPECT_GE(p.kv_pages * p.page_size, p.max_context);
+  EXPECT_GE(p.max_step_tokens, p.max_seqs);
+  const int gpu = p.CountLayers(LayerHome::kGpu), streamed = p.CountLayers(LayerHome::kStreamed),
+            cpu = p.CountLayers(LayerHome::kCpu);
+  if (p.mode == "resident") EXPECT_EQ(gpu, c.n_layers);
+  if (p.mode == "cpu") EXPECT_EQ(cpu, c.n_layers);
+  if (p.mode == "partial") {
+    EXPECT_GT(gpu, 0);
+    EXPECT_GT(cpu, 0);
+    EXPECT_EQ(streamed, 0);
+    // The first N layers on the GPU, the rest on the CPU: activations cross once each way.
+    for (int i = 1; i < c.n_layers; ++i)
+      if (p.layers[i] == LayerHome::kGpu) EXPECT_EQ(p.layers[i - 1], LayerHome::kGpu);
+  }
+  if (p.mode == "streamed") {
+    EXPECT_GT(streamed, 0);
+    EXPECT_EQ(cpu, 0);
+    EXPECT_GE(p.ring_depth, 1);
+    EXPECT_LE(p.ring_depth, streamed);
+    for (int i = 0; i < c.n_layers; ++i)
+      if (p.layers[i] == LayerHome::kStreamed) EXPECT_GE(p.ring_slot_bytes, p.format.layer_gpu_bytes[i]);
+    EXPECT_EQ(p.gpu_ring_bytes, p.ring_slot_bytes * p.ring_depth);
+  }
+  // A tied head is the embedding: both on one device.
+  if (c.tied_output) EXPECT_EQ(p.embed_on_gpu, p.head_on_gpu);
+  // The GPU side adds up: weights of resident parts, KV of every layer computed there.
+  uint64_t weights = 0;
+  for (int i = 0; i < c.n_layers; ++i)
+    if (p.layers[i] == LayerHome::kGpu) weights += p.format.layer_gpu_bytes[i];
+  if (p.embed_on_gpu) weights += p.format.embed_gpu_bytes;
+  if (p.head_on_gpu) weights += p.format.head_gpu_bytes;
+  if (gpu + streamed > 0) weights += p.format.rope_gpu_bytes;
+  EXPECT_EQ(p.gpu_weight_bytes, weights);
+  EXPECT_EQ(p.gpu_kv_bytes,
+            KvCache::PageBytesPerLayer(c, p.page_size, p.kv_type) * (gpu + streamed) * p.kv_pages);
+  EXPECT_GT(p.predicted_decode_tok_s, 0);
+  EXPECT_GE(p.predicted_batch_tok_s, p.predicted_decode_tok_s * 0.99);
+}
+
+Plan PlanFor(const PlanInput& in) {
+  Plan p = MakePlan(in);
+  ExpectConsistent(in, p);
+  return p;
+}
+
+struct Expect {
+  double gib;
+  const char* mode;
+  const char* format;
+};
+
+// The 7B from a bf16 checkpoint: the planner quantises at load when the stored format does not fit.
+TEST(Planner, Hunyuan7BFromBf16AtEveryBudget) {
+  const Expect cases[] = {{24, "resident", "bf16"},  {16, "resident", "bf16"},  {12, "resident", "q8_0"},
+                          {8, "resident", "q4_k_m"}, {6, "resident", "q4_k_m"}, {4, "streamed", "q4_k_m"},
+                          {2, "streamed", "q4_k_m"}};
+  for (const Expect& e : cases) {
+    SCOPED_TRACE(e.gib);
+    const PlanInput in = Input("hunyuan-7b", "bf16", e.gib);
+    const Plan p = PlanFor(in);
+    EXPECT_EQ(p.mode, e.mode);
+    EXPECT_EQ(p.format.name, e.format);
+    EXPECT_EQ(p.format.quantize_at_load, std::string(e.format) != "bf16");
+    if (p.format.quantize_at_load) {
+      const bool noted = std::any_of(p.notes.begin(), p.notes.end(), [](const std::string& n) {
+        return n.find("quantised") != std::string::npos;
+      });
+      EXPECT_TRUE(noted) << "a plan that quantises at load says so";
+    }
+  }
+}
+
+// Pre-quantised files are never requantised: what does not fit resident streams.
+TEST(Planner, Hunyuan7BFromGgufAtEveryBudget) {
+  const Expect q8[] = {{24, "resident", "q8_0"}, {16, "resident", "q8_0"}, {12, "resident", "q8_0"},
+                       {8, "streamed", "q8_0"},  {6, "streamed", "q8_0"},  {4, "streamed", "q8_0"},
+                       {2, "streamed", "q8_0"}};
+  for (const Expect& e : q8) {
+    SCOPED_TRACE(e.gib);
+    const Plan p = PlanFor(Input("hunyuan-7b", "q8_0", e.gib));
+    EXPECT_EQ(p.mode, e.mode);
+    EXPECT_EQ(p.format.name, e.format);
+    EXPECT_FALSE(p.format.quantize_at_load);
+  }
+  const Expect q4[] = {{24, "resident", "q4_k_m"},
+                       {8, "resident", "q4_k_m"},
+                       {6, "resident", "q4_k_m"},
+                       {4, "streamed", "q4_k_m"},
+                       {2, "streamed", "q4_k_m"}};
+  for (const Expect& e : q4) {
+    SCOPED_TRACE(e.gib);
+    const Plan p = PlanFor(Input("hunyuan-7b", "q4_k_m", e.gib));
+    EXPECT_EQ(p.mode, e.mode);
+  }
+}
+
+// Streaming keeps as many layers resident as pays, and more budget never means fewer.
+TEST(Planner, StreamedPlansUseTheBudgetForBatchAndResidentLayers) {
+  const Plan at2 = PlanFor(Input("hunyuan-7b", "q4_k_m", 2));
+  const Plan at4 = PlanFor(Input("hunyuan-7b", "q4_k_m", 4));
+  const Plan resident = PlanFor(Input("hunyuan-7b", "q4_k_m", 8));
+  // Large batches in this mode: the step's weight traffic is fixed.
+  EXPECT_GT(at2.max_seqs, resident.max_seqs);
+  EXPECT_GE(at4.kv_pages, at2.kv_pages);
+  EXPECT_GE(at4.predicted_batch_tok_s, at2.predicted_batch_tok_s);
+  // The target: 32 sequences of 48 + 64 tokens at 2 GiB.
+  EXPECT_GE(at2.kv_pages * at2.page_size, 32 * (48 + 64));
+  // Streaming every layer of q4_k_m over ~50 GB/s: ~11 steps per second.
+  const double step_s = 1.0 / at2.predicted_decode_tok_s;
+  EXPECT_GT(step_s, 0.06);
+  EXPECT_LT(step_s, 0.15);
+}
+
+TEST(Planner, Hy18BAtEveryBudget) {
+  for (double gib : {24.0, 16.0, 12.0, 8.0, 6.0, 4.0, 2.0}) {
+    SCOPED_TRACE(gib);
+    const Plan p = PlanFor(Input("hy-1.8b", "bf16", gib));
+    if (gib >= 6) EXPECT_EQ(p.mode, "resident");
+    if (gib >= 6) EXPECT_EQ(p.format.name, "bf16");
+    EXPECT_NE(p.mode, "cpu");
+  }
+  // 1.8B bf16 (3.4 GiB of weights) at 4 GiB: q8_0 resident.
+  const Plan p = PlanFor(Input("hy-1.8b", "bf16", 4));
+  EXPECT_EQ(p.mode, "resident");
+  EXPECT_EQ(p.format.name, "q8_0");
+}
+
+TEST(Planner, CpuOnly) {
+  const Plan p = PlanFor(Input("hunyuan-7b", "bf16", 0));
+  EXPECT_EQ(p.mode, "cpu");
+  EXPECT_EQ(p.format.name, "bf16");  // fits an unlimited host: kept as stored
+  EXPECT_EQ(p.kv_type, DType::kF32);
+  // 10 GiB of host memory: bf16 (14 GiB) does not fit, q8_0 does.
+  const Plan small = PlanFor(Input("hunyuan-7b", "bf16", 0, 10));
+  EXPECT_EQ(small.format.name, "q8_0");
+  EXPECT_TRUE(small.format.quantize_at_load);
+  // The user's format is kept even when it is slow.
+  const Plan mine = PlanFor(Input("hunyuan-7b", "bf16", 0, 0, "q4_k_m"));
+  EXPECT_EQ(mine.format.name, "q4_k_m");
+  ASSERT_EQ(Input("hunyuan-7b", "bf16", 0, 0, "q4_k_m").formats.size(), 1u);
+}
+
+// The budget defaults to what the device has free (the context it already holds counted back in), and
+// a larger budget than that is capped with a note.
+TEST(Planner, BudgetsFollowFreeDeviceMemory) {
+  PlanInput in = Input("hunyuan-7b", "q4_k_m", 0);
+  in.have_gpu = true;
+  in.gpu_free = 7 * kGiB;
+  const Plan free7 = PlanFor(in);
+  EXPECT_EQ(free7.mode, "resident");
+  EXPECT_LE(free7.gpu_budget, 7 * kGiB + kGpuContextBytes);
+  EXPECT_GT(free7.gpu_budget, 6 * kGiB);
+  in.gpu_budget = 24 * kGiB;
+  const Plan capped = PlanFor(in);
+  EXPECT_LE(capped.gpu_budget, 7 * kGiB + kGpuContextBytes);
+  EXPECT_NE(capped.notes.front().find("more than the device has free"), std::string::npos);
+}
+
+TEST(Planner, DeviceCpuIgnoresTheGpu) {
+  PlanInput in = Input("hy-1.8b", "bf16", 24);
+  in.device = "cpu";
+  EXPECT_EQ(PlanFor(in).mode, "cpu");
+}
+
+TEST(Planner, AutoFallsBackToTheCpuWithANote) {
+  const PlanInput in = Input("hunyuan-7b", "q4_k_m", 0.5);
+  const Plan p = PlanFor(in);
+  EXPECT_EQ(p.mode, "cpu");
+  EXPECT_FALSE(p.notes.empty());
+}
+
+TEST(Planner, ForcedModesAndLayerCounts) {
+  PlanInput in = Input("hunyuan-7b", "q4_k_m", 4);
+  in.mode = "partial";
+  const Plan partial = PlanFor(in);
+  EXPECT_EQ(partial.mode, "partial");
+  in.gpu_layers = 10;
+  const Plan ten = PlanFor(in);
+  EXPECT_EQ(ten.CountLayers(LayerHome::kGpu), 10);
+  in.mode = "streamed";
+  in.ring_depth = 3;
+  const Plan streamed = PlanFor(in);
+  EXPECT_EQ(streamed.CountLayers(LayerHome::kGpu), 10);
+  EXPECT_EQ(streamed.ring_depth, 3);
+  in.mode = "resident";
+  in.gpu_layers = -1;
+  in.device = "gpu";
+  try {
+    MakePlan(in);
+    ADD_FAILURE() << "7B q4_k_m is not resident in 4 GiB";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+  }
+}
+
+// The number after "--gpu-mem " / "--cpu-mem " in a message, in bytes.
+uint64_t FlagBytes(const std::string& msg, const std::string& flag) {
+  const size_t at = msg.find(flag + " ");
+  if (at == std::string::npos) return 0;
+  const uint64_t mib = std::strtoull(msg.c_str() + at + flag.size() + 1, nullptr, 10);
+  return mib * kMiB;
+}
+
+std::string FailureOf(const PlanInput& in) {
+  try {
+    MakePlan(in);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected no plan to fit";
+  return "";
+}
+
+// A budget too small for anything fails naming the smallest that works: that budget plans, and 16 MiB
+// less does not.
+TEST(Planner, TinyGpuBudgetsNameTheSmallestThatWorks) {
+  for (const char* recipe : {"q4_k_m", "bf16"}) {
+    SCOPED_TRACE(recipe);
+    PlanInput in = Input("hunyuan-7b", recipe, 0.5);
+    in.device = "gpu";
+    const std::string msg = FailureOf(in);
+    const uint64_t need = FlagBytes(msg, "--gpu-mem");
+    ASSERT_GT(need, 0u) << msg;
+    EXPECT_LT(need, 2 * kGiB) << msg;  // the context, a layer or two and some KV
+    in.gpu_budget = need;
+    const Plan p = PlanFor(in);
+    EXPECT_TRUE(p.mode == "streamed" || p.mode == "partial") << p.mode;
+    in.gpu_budget = need - 16 * kMiB;
+    FailureOf(in);
+  }
+}
+
+TEST(Planner, TinyHostBudgetsNameTheSmallestThatWorks) {
+  PlanInput in = Input("hy-1.8b", "bf16", 0, 0.25);
+  const std::string msg = FailureOf(in);
+  const uint64_t need = FlagBytes(msg, "--cpu-mem");
+  ASSERT_GT(need, 0u) << msg;
+  in.cpu_budget = need;
+  const Plan p = PlanFor(in);
+  EXPECT_EQ(p.format.name, "q4_k_m");  // the smallest format is what makes the smallest budget
+  in.cpu_budget = need - 16 * kMiB;
+  FailureOf(in);
+}
+
+// Streamed and partial plans keep weights in host memory: with 1 GiB of it, 2 GiB of GPU is not enough,
+// and the budget named instead holds nearly every layer resident.
+TEST(Planner, AHostTooSmallForStreamingRaisesTheGpuBudget) {
+  PlanInput in = Input("hunyuan-7b", "q4_k_m", 2, 1);
+  in.device = "gpu";
+  const std::string msg = FailureOf(in);
+  const uint64_t need = FlagBytes(msg, "--gpu-mem");
+  ASSERT_GT(need, 2 * kGiB) << msg;
+  in.gpu_budget = need;
+  const Plan p = PlanFor(in);
+  EXPECT_LE(p.cpu_total(), 1 * kGiB);
+  EXPECT_GT(p.CountLayers(LayerHome::kGpu), 24);
+  // With almost no host memory, no GPU plan fits at any size: the message says why.
+  in = Input("hunyuan-7b", "q4_k_m", 2, 0.01);
+  in.device = "gpu";
+  EXPECT_NE(FailureOf(in).find("host budget"), std::string::npos);
+}
+
+TEST(Planner, TableNamesEveryPart) {
+  const PlanInput in = Input("hunyuan-7b", "bf16", 2);
+  const std::string t = PlanFor(in).Table(in.config);
+  for (const char* want :
+       {"plan: streamed, q4_k_m (quantised at load)", "weights", "streaming ring", "KV cache",
+        "activations, logits", "context, workspaces", "total", "budget", "predicted decode"})
+    EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
+}
+
+TEST(Planner, RejectsBadInputs) {
+  PlanInput in = Input("tiny", "bf16", 1);
+  in.mode = "sideways";
+  EXPECT_THROW(MakePlan(in), Error);
+  in = Input("tiny", "bf16", 0);
+  in.device = "gpu";
+  try {
+    MakePlan(in);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+  }
+  in = Input("tiny", "bf16", 1);
+  in.gpu_layers = in.config.n_layers;
+  EXPECT_THROW(MakePlan(in), Error);
+}
+
+}  // namespace
+}  // namespace hymt
