@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <future>
 #include <set>
@@ -24,6 +25,16 @@ const char* FinishReasonName(FinishReason r) {
   }
   return "?";
 }
+
+namespace {
+
+bool AllFinite(std::span<const float> values) {
+  for (float v : values)
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+}  // namespace
 
 bool LooksLikeLoop(const std::vector<int32_t>& tokens, int32_t min_tokens) {
   if (min_tokens <= 0 || static_cast<int32_t>(tokens.size()) < min_tokens) return false;
@@ -234,6 +245,12 @@ void Engine::Finish(Sequence& s, FinishReason reason, const std::string& error) 
     running_.erase(it);
   }
   stat_running_.store(static_cast<int64_t>(running_.size()));
+  if (running_.empty()) {
+    // Shutdown may be waiting for the work to drain; taking the lock orders this wake-up after its
+    // check of the counters.
+    { std::lock_guard<std::mutex> lock(mu_); }
+    cv_.notify_all();
+  }
   if (done) {
     try {
       done(r);
@@ -415,6 +432,7 @@ void Engine::Step() {
   const int32_t n_valid = options_.n_valid_tokens > 0 ? std::min<int32_t>(options_.n_valid_tokens, vocab)
                                                        : static_cast<int32_t>(vocab);
   std::vector<std::pair<Sequence*, FinishReason>> finished;
+  std::vector<Sequence*> failed;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i];
     if (!s.has_started) {
@@ -425,6 +443,12 @@ void Engine::Step() {
     if (s.n_cached != static_cast<int32_t>(s.tokens.size())) continue;
     std::span<const float> logits(host_logits_.data() + logit_row * vocab, static_cast<size_t>(vocab));
     ++logit_row;
+    if (!AllFinite(logits.first(static_cast<size_t>(n_valid)))) {
+      // Damaged weights (NaN or inf) give NaN logits, which the sampler cannot order; the sequence
+      // ends with an error instead of an arbitrary token.
+      failed.push_back(&s);
+      continue;
+    }
     int32_t token = s.sampler->Sample(logits, n_valid, s.tokens);
     ++sampled;
     if (std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), token) != s.req.stop_ids.end()) {
@@ -450,6 +474,9 @@ void Engine::Step() {
     }
   }
   for (auto& [s, reason] : finished) Finish(*s, reason);
+  for (Sequence* s : failed)
+    Finish(*s, FinishReason::kError,
+           "the model produced non-finite logits (NaN or inf); its weights may be damaged");
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (secs > 0 && sampled > 0) {
     double rate = static_cast<double>(sampled) / secs;
