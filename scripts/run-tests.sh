@@ -21,8 +21,12 @@ stage() {
 stage "unit tests" "$BUILD/tests/hymt_unit_tests" --gtest_brief=1
 stage "parity tests" "$BUILD/tests/hymt_parity_tests" --gtest_brief=1
 stage "concurrency tests" "$BUILD/tests/hymt_concurrency_tests" --gtest_brief=1
-for t in tests/e2e/*.sh; do
-  [[ -f "$t" ]] && stage "e2e $(basename "$t" .sh)" bash "$t" "$BUILD"
+for t in tests/e2e/*.sh tests/e2e/*.py; do
+  [[ -f "$t" ]] || continue
+  case "$t" in
+    *.sh) stage "e2e $(basename "$t" .sh)" bash "$t" "$BUILD" ;;
+    *.py) stage "e2e $(basename "$t" .py)" python3 "$t" "$BUILD" ;;
+  esac
 done
 if [[ -f tests/web/run.sh ]]; then stage "browser" bash tests/web/run.sh "$BUILD"; fi
 

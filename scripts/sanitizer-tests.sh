@@ -9,7 +9,7 @@
 server=$(sed -n 's/^HYMT_SERVER:BOOL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
 export HYMT_SANITIZER_CMAKE_FLAGS="-DHYMT_SERVER=${server:-ON}"
 # Any report fails the stage; leaks are reported at exit.
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}
+export ASAN_OPTIONS=detect_leaks=1:${ASAN_OPTIONS:-}
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}
 
@@ -34,8 +34,12 @@ stage "asan+ubsan build" build_sanitizer asan build-asan hymt hymt_unit_tests hy
 stage_if_built build-asan "asan+ubsan unit tests" build-asan/tests/hymt_unit_tests --gtest_brief=1
 stage_if_built build-asan "asan+ubsan parity tests" build-asan/tests/hymt_parity_tests --gtest_brief=1
 stage_if_built build-asan "asan+ubsan concurrency tests" build-asan/tests/hymt_concurrency_tests --gtest_brief=1
-for t in tests/e2e/*.sh; do
-  [[ -f "$t" ]] && stage_if_built build-asan "asan+ubsan e2e $(basename "$t" .sh)" bash "$t" build-asan
+for t in tests/e2e/*.sh tests/e2e/*.py; do
+  [[ -f "$t" ]] || continue
+  case "$t" in
+    *.sh) stage_if_built build-asan "asan+ubsan e2e $(basename "$t" .sh)" bash "$t" build-asan ;;
+    *.py) stage_if_built build-asan "asan+ubsan e2e $(basename "$t" .py)" python3 "$t" build-asan ;;
+  esac
 done
 stage_if_built build-asan "fuzz (${HYMT_FUZZ_SECONDS:-60} s each)" tests/fuzz/run.sh "${HYMT_FUZZ_SECONDS:-60}" build-asan
 

@@ -40,6 +40,9 @@ int RunMakeRandom(int argc, char** argv);
 // `hymt bench --model PATH [--device cpu|cuda] ...`: prefill and decode rates against measured ceilings.
 int RunBench(int argc, char** argv);
 
+// `hymt forward --ids "1 2 3" -o FILE`: teacher-forced logits as raw f32, for parity checks.
+int RunForward(int argc, char** argv);
+
 // `hymt serve [--model PATH] [--host H] [--port P] ...` (built with HYMT_SERVER).
 int RunServe(int argc, char** argv);
 

@@ -26,9 +26,11 @@ const Command kCommands[] = {
     {"plan", hymt::RunPlan, "print the memory plan for a model or a shape within budgets"},
     {"tokenize", hymt::RunTokenize, "text to token ids (or --decode ids to text)"},
     {"generate", hymt::RunGenerate, "complete a raw prompt (chat template applied with --chat)"},
+    {"forward", hymt::RunForward, "teacher-forced logits of a token sequence (raw f32), for parity checks"},
     {"eval", hymt::RunEval, "translate a test set and score it (BLEU, chrF)"},
     {"score", hymt::RunScore, "score translations against references (BLEU, chrF, chrF++)"},
     {"quantize", hymt::RunQuantize, "write a GGUF file in another weight format"},
+    {"bench", hymt::RunBench, "measure prefill and decode speed against the memory bandwidth"},
     {"make-random", hymt::RunMakeRandom, "write a random-weight checkpoint of a real shape"},
 };
 

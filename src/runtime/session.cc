@@ -171,6 +171,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   Weight rope_host = weights.rope_inv_freq;
   weights.rope_inv_freq = (gpu_ops && p.layers[0] == LayerHome::kGpu) ? gpu_ops->PrepareWeight(rope_host) : rope_host;
   auto placed = std::make_shared<HunyuanModel>(c, std::move(weights));
+  s->placed_ = placed;
+  s->first_layer_ops_ = placement.layers[0];
 
   EngineOptions eo;
   eo.max_seqs = p.max_seqs;

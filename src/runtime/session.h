@@ -34,6 +34,10 @@ class Session {
   const LoadedModel& model() const { return model_; }
   Engine& engine() { return *engine_; }
   const Plan& plan() const { return plan_; }
+  // The model with its weights placed per the plan, and the backend of its first layer (for one-shot
+  // forward passes in tools; the engine uses the same objects).
+  const HunyuanModel& placed_model() const { return *placed_; }
+  Ops& first_layer_ops() const { return *first_layer_ops_; }
 
  private:
   Session() = default;
@@ -41,6 +45,8 @@ class Session {
   Plan plan_;
   std::vector<std::unique_ptr<Ops>> backends_;
   std::vector<std::unique_ptr<Buffer>> weight_buffers_;
+  std::shared_ptr<HunyuanModel> placed_;
+  Ops* first_layer_ops_ = nullptr;
   std::unique_ptr<Engine> engine_;
 };
 

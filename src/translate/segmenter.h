@@ -28,20 +28,30 @@ class Segmenter {
 // whitespace of a line are kept untranslated. Needs no system library (used on bare GPU hosts).
 std::unique_ptr<Segmenter> CreateLineSegmenter();
 
-// Splits into sentences with ICU's sentence BreakIterator (with care for Tibetan shad, CJK and
-// Arabic-script punctuation), inside lines and paragraphs. Defined only when built with HYMT_SERVER.
-std::unique_ptr<Segmenter> CreateSentenceSegmenter();
+struct SentenceSegmenterOptions {
+  // A sentence longer than this (in code points) is split further, at clause punctuation, else at
+  // whitespace, else at a word boundary, so that no segment is too long for one model call.
+  size_t max_segment_chars = 400;
+};
+
+// Splits into sentences with ICU's sentence BreakIterator, line by line, plus the rules ICU lacks:
+// Tibetan shad (། ༎) and Khmer khan (។ ៕) end sentences, the Burmese little section (၊) does not.
+// Untranslated segments: leading and trailing whitespace of lines and sentences, line breaks, and any
+// piece without a letter (numbers, punctuation, emoji). Invalid UTF-8 is kept byte for byte inside the
+// segment it falls in (it reads as U+FFFD). Thread-safe. Defined only when built with HYMT_SERVER.
+std::unique_ptr<Segmenter> CreateSentenceSegmenter(const SentenceSegmenterOptions& options = {});
 
 struct Detection {
-  std::string code;        // hymt language code
-  double confidence = 0;   // 0..1
+  std::string code;       // hymt language code
+  double confidence = 0;  // 0..1
 };
 
 class LanguageDetector {
  public:
   virtual ~LanguageDetector() = default;
   // The most likely language among `candidates` (hymt codes; empty: all), or nullopt when unsure.
-  virtual std::optional<Detection> Detect(std::string_view text, const std::vector<std::string>& candidates) const = 0;
+  virtual std::optional<Detection> Detect(std::string_view text,
+                                          const std::vector<std::string>& candidates) const = 0;
 };
 
 // CLD2 (full tables) plus a Cantonese check. Defined only when built with HYMT_SERVER.

@@ -1,0 +1,127 @@
+// Picks the kernels for this CPU from cpuid. Each ISA's table is defined in kernels/table.cc, which
+// is compiled once per ISA into its own namespace.
+#include "backends/cpu/dispatch.h"
+
+#include <cpuid.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/status.h"
+
+namespace hymt::cpu {
+
+namespace generic {
+const KernelTable& Kernels();
+}
+namespace avx2 {
+const KernelTable& Kernels();
+}
+namespace avx512 {
+const KernelTable& Kernels();
+}
+
+namespace {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool avx512 = false;
+};
+
+// XCR0: which register states the OS saves on a context switch.
+uint64_t ReadXcr0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
+  if (!osxsave) return f;
+  const uint64_t xcr0 = ReadXcr0();
+  const bool os_avx = (xcr0 & 0x6) == 0x6;       // SSE and AVX state
+  const bool os_avx512 = (xcr0 & 0xe6) == 0xe6;  // plus opmask, ZMM_Hi256, Hi16_ZMM
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
+  const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
+             avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
+  unsigned a1, b1, c1, d1;
+  __cpuid_count(7, 1, a1, b1, c1, d1);
+  const bool avx512bf16 = a1 & (1u << 5);
+  f.avx2 = os_avx && avx2 && fma && f16c && bmi2;
+  f.avx512 = f.avx2 && os_avx512 && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni && avx512bf16;
+  return f;
+}
+
+const CpuFeatures& Features() {
+  static const CpuFeatures features = Detect();
+  return features;
+}
+
+}  // namespace
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kGeneric:
+      return "generic";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+bool ParseIsa(std::string_view name, Isa* out) {
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+    if (name == IsaName(isa)) {
+      *out = isa;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool IsaSupported(Isa isa) {
+  switch (isa) {
+    case Isa::kGeneric:
+      return true;
+    case Isa::kAvx2:
+      return Features().avx2;
+    case Isa::kAvx512:
+      return Features().avx512;
+  }
+  return false;
+}
+
+Isa DefaultIsa() {
+  if (const char* env = std::getenv("HYMT_CPU_ISA"); env != nullptr && *env != '\0') {
+    Isa isa;
+    if (!ParseIsa(env, &isa))
+      Fail(ErrorCode::kInvalidArgument, "HYMT_CPU_ISA=", env, ": expected generic, avx2 or avx512");
+    if (!IsaSupported(isa)) Fail(ErrorCode::kUnsupported, "HYMT_CPU_ISA=", env, ": this CPU cannot run it");
+    return isa;
+  }
+  if (IsaSupported(Isa::kAvx512)) return Isa::kAvx512;
+  if (IsaSupported(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kGeneric;
+}
+
+const KernelTable& GetKernels(Isa isa) {
+  HYMT_CHECK(IsaSupported(isa), "kernels for ", IsaName(isa), " on a CPU without it");
+  switch (isa) {
+    case Isa::kGeneric:
+      return generic::Kernels();
+    case Isa::kAvx2:
+      return avx2::Kernels();
+    case Isa::kAvx512:
+      return avx512::Kernels();
+  }
+  return generic::Kernels();
+}
+
+}  // namespace hymt::cpu

@@ -1,0 +1,114 @@
+// The entry points of the per-ISA CPU kernels, as a table of plain function pointers.
+//
+// Every src/backends/cpu/kernels/*.cc is compiled once per instruction set into namespace
+// hymt::cpu::<isa> (generic, avx2, avx512) and fills that ISA's KernelTable (kernels/table.cc);
+// dispatch.cc picks a table from cpuid. The launchers (src/backends/cpu/*.cc, compiled once) check
+// shapes, split the work over the thread pool and call these on sub-ranges; a kernel never allocates,
+// never throws and never calls back into the thread pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hymt::cpu {
+
+// out[t, n] = scale * sum_k x[t, k] * W[n, k], for t < n_tokens and the rows n a kernel is given.
+struct MatMulArgs {
+  const float* x = nullptr;  // [n_tokens, k], rows x_stride floats apart
+  int64_t x_stride = 0;
+  int64_t n_tokens = 0;
+  int64_t k = 0;
+  const uint8_t* w = nullptr;  // [n, k] in w_dtype, rows w_row_bytes apart
+  size_t w_row_bytes = 0;
+  DType w_dtype = DType::kF32;
+  float scale = 1.0f;
+  float* out = nullptr;  // [n_tokens, n], rows out_stride floats apart
+  int64_t out_stride = 0;
+};
+
+// Up to this many tokens a matmul streams each weight row once and dots it with every token (GEMV,
+// memory bound); above it packs weight panels and runs the register-tiled GEMM.
+constexpr int kGemvMaxTokens = 4;
+// Per-thread scratch of the float GEMM (a packed panel of the weight), in bytes.
+constexpr size_t kGemmScratchBytes = size_t{512} << 10;
+// Row ranges handed to matmul kernels start at multiples of this (a whole GEMM register tile and whole
+// cache lines of every weight type).
+constexpr int64_t kMatMulRowAlign = 64;
+
+// Activations quantised for the simple block formats (q4_0, q4_1, q5_0, q5_1, q8_0): one block per 32
+// inputs. The scale is kept in f32 (more precise than a q8_0 block's f16, and free to use) and s
+// carries d * sum(qs), which folds the offset of q4_0/q5_0/q8_0 weights and the min of q4_1/q5_1
+// into one multiply per block. The K formats use BlockQ8_K from quant/blocks.h (d, qs, bsums).
+struct BlockQ8Act {
+  float d;
+  float s;
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8Act) == 40);
+
+// One (row, kv head) of attention: the `group` query heads that share kv head `kv_head` attend to
+// positions [0, n_positions) of one sequence through its page table.
+struct AttentionTask {
+  const float* q = nullptr;  // [group, head_dim]
+  float* out = nullptr;      // [group, head_dim]
+  int group = 1;
+  int head_dim = 0;
+  float scale = 1.0f;
+  int32_t n_positions = 0;
+  const int32_t* pages = nullptr;  // the sequence's page table
+  int page_size = 0;
+  const uint8_t* k_pool = nullptr;  // [n_pages][n_kv_heads][page_size][head_dim] in kv_dtype
+  const uint8_t* v_pool = nullptr;
+  size_t page_bytes = 0;      // one page of one pool
+  size_t head_bytes = 0;      // one kv head within a page: page_size positions
+  size_t position_bytes = 0;  // one position of one head: head_dim values
+  int kv_head = 0;
+  DType kv_dtype = DType::kF32;
+};
+// Floats of scratch one attention task needs: scores of one page per query head, plus accumulators.
+inline size_t AttentionScratchFloats(int group, int head_dim, int page_size) {
+  return static_cast<size_t>(group) * (static_cast<size_t>(page_size) + static_cast<size_t>(head_dim) + 2);
+}
+
+struct KernelTable {
+  const char* isa = nullptr;
+
+  // ---- matmul_float.cc: weights in f32, f16, bf16 or f8_e4m3 ----
+  // Rows [n_begin, n_end) of out; `scratch` holds kGemmScratchBytes, 64-byte aligned, for this thread.
+  void (*matmul_float)(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) = nullptr;
+
+  // ---- matmul_quant.cc: the ggml block formats with int8 activations ----
+  // Bytes of one quantised activation row of k inputs for weights of type w (BlockQ8Act or BlockQ8_K).
+  size_t (*quant_act_row_bytes)(DType w, int64_t k) = nullptr;
+  void (*quantize_act_row)(DType w, const float* x, int64_t k, void* dst) = nullptr;
+  // As matmul_float, with x already quantised (rows xq_row_bytes apart); a.x is unused.
+  void (*matmul_quant)(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin,
+                       int64_t n_end) = nullptr;
+
+  // ---- convert.cc: rows between f32 and stored types ----
+  // dst = src * scale for t in f32, f16, bf16, f8_e4m3.
+  void (*convert_to_f32)(DType t, const void* src, float* dst, int64_t n, float scale) = nullptr;
+  // Encodes n f32 values as t in f32, f16, bf16 or q8_0 (the KV cache types), rounding to nearest
+  // even; q8_0 follows the ggml reference (d = max|x| / 127 stored as f16, q = round(x / d)).
+  void (*convert_from_f32)(DType t, const float* src, void* dst, int64_t n) = nullptr;
+
+  // ---- norm.cc ----
+  // out = float(x / sqrt(mean(x^2) + eps)) * w over one row of n values (x and out may alias).
+  void (*rms_norm_row)(const float* x, int64_t n, const float* w, float eps, float* out) = nullptr;
+  // One row of n_heads heads in place: rotate-half RoPE with the row's cos/sin ([head_dim / 2] each),
+  // then, when norm_w is non-null, RMSNorm of each head with norm_w [head_dim].
+  void (*rope_norm_row)(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+                        const float* norm_w, float eps) = nullptr;
+
+  // ---- elementwise.cc ----
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;  // out may alias gate
+  void (*add)(float* x, const float* y, int64_t n) = nullptr;
+
+  // ---- attention.cc ----
+  // `scratch` holds AttentionScratchFloats(group, head_dim, page_size) floats.
+  void (*attention)(const AttentionTask& t, float* scratch) = nullptr;
+};
+
+}  // namespace hymt::cpu

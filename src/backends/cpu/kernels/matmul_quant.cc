@@ -1,0 +1,598 @@
+// MatMul kernels for the ggml block formats with int8 activations. The launcher is matmul.cc.
+//
+// x is quantised once per call, per token row: BlockQ8Act (32 inputs, f32 scale) for the simple formats
+// and BlockQ8_K (256 inputs) for the K formats. A weight block is expanded to 32 unsigned bytes per
+// 32 inputs in registers (nibbles, plus the fifth/sixth bits) and multiplied with the int8 activations:
+//   simple formats: vpdpbusd (AVX-512 VNNI) / maddubs + madd (AVX2) to eight int32 lanes per block,
+//     converted and scaled by d_w * d_x in f32. q4_0/q5_0 weights are stored with an offset (q - 8,
+//     q - 16) and q4_1/q5_1 with a min; both become one term c_w * (d_x * sum(qx)) per block, the
+//     activation's sum coming precomputed in BlockQ8Act::s. q8_0 weights are signed: |w| times
+//     sign(w) * x, as the unsigned x signed instruction wants.
+//   K formats: maddubs to int16 pairs, then vpdpwssd (VNNI) / madd with the 6- or 8-bit sub-block scale,
+//     all in int32 per super-block (no overflow: see the bounds at each format), one f32 multiply per
+//     super-block; mins (q4_K, q5_K) and q6_K's offset 32 use the activation's bsums.
+// The generic build computes the same integer sums with scalar loops (and so is the oracle of the
+// vector ones, besides quant/'s DotRef).
+//
+// GEMV and GEMM share one loop: each weight block is expanded once and dotted with up to kTokenGroup
+// tokens; with more tokens the row is walked again per group (it stays in L1, x stays in L2).
+#include <cstring>
+#include <type_traits>
+
+#include "backends/cpu/kernel_table.h"
+#include "backends/cpu/kernels/simd.h"
+#include "quant/blocks.h"
+
+namespace hymt::cpu::HYMT_ISA {
+namespace {
+
+constexpr int kTokenGroup = 4;
+constexpr int kMaxQ8 = 127;
+
+// Rounds to nearest even, as cvtps2dq does under the default MXCSR (so every ISA quantises identically).
+inline int RoundToInt(float v) {
+  return static_cast<int>(__builtin_nearbyintf(v));
+}
+
+// ---- activation quantisation -----------------------------------------------------------------------
+
+// d = max|x| / 127, q = round(x / d) computed as x * (1 / d); |x - d q| <= d / 2 (+ an ulp of x / d).
+void QuantizeQ8Act(const float* x, int64_t k, BlockQ8Act* out) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + b * 32;
+#if defined(HYMT_ISA_IS_avx512)
+    __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+#elif defined(HYMT_ISA_IS_avx2)
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 32; i += 8) m = _mm256_max_ps(m, AbsV(_mm256_loadu_ps(xb + i)));
+    const float amax = ReduceMax(m);
+#else
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = Max(amax, __builtin_fabsf(xb[i]));
+#endif
+    const float d = amax / kMaxQ8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    BlockQ8Act& o = out[b];
+#if defined(HYMT_ISA_IS_avx512)
+    __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
+    __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs + 16), _mm512_cvtsepi32_epi8(q1));
+    const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+#else
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int q = RoundToInt(xb[i] * id);
+      o.qs[i] = static_cast<int8_t>(q);
+      sum += q;
+    }
+#endif
+    o.d = d;
+    o.s = d * static_cast<float>(sum);
+  }
+}
+
+void QuantizeQ8K(const float* x, int64_t k, BlockQ8_K* out) {
+  for (int64_t b = 0; b < k / kQKK; ++b) {
+    const float* xb = x + b * kQKK;
+    VF m = Zero();
+    for (int i = 0; i < kQKK; i += kLanes) m = MaxV(m, AbsV(Load(xb + i)));
+    const float amax = ReduceMax(m);
+    const float d = amax / kMaxQ8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    BlockQ8_K& o = out[b];
+    o.d = d;
+    for (int j = 0; j < kQKK / 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) {
+        const int q = RoundToInt(xb[16 * j + i] * id);
+        o.qs[16 * j + i] = static_cast<int8_t>(q);
+        sum += q;
+      }
+      o.bsums[j] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
+// ---- 32-byte integer vectors -------------------------------------------------------------------------
+
+#if defined(HYMT_ISA_IS_avx512) || defined(HYMT_ISA_IS_avx2)
+using I8x32 = __m256i;  // 32 bytes in element order
+using I32x8 = __m256i;  // 8 partial sums
+using F32x8 = __m256;
+
+inline I8x32 LoadBytes(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+inline I8x32 Splat8(int v) {
+  return _mm256_set1_epi8(static_cast<char>(v));
+}
+
+// 16 bytes of packed nibbles -> 32 bytes: the low nibbles, then the high nibbles (q4_0 .. q5_1 order).
+inline I8x32 Nibbles32(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+  return _mm256_and_si256(both, Splat8(0x0f));
+}
+
+// 0x10 in byte j where bit j of bits is set (the fifth bit of q5_0 / q5_1).
+inline I8x32 FifthBits(uint32_t bits) {
+#if defined(HYMT_ISA_IS_avx512)
+  return _mm256_maskz_mov_epi8(static_cast<__mmask32>(bits), Splat8(0x10));
+#else
+  // Byte j gets byte j / 8 of bits, then all its other bits are set so that only bit j % 8 decides.
+  __m256i b =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1)), Splat8(0x10));
+#endif
+}
+
+// Eight int32 partial sums of u[i] * s[i], u unsigned (< 128 for the AVX2 form, where a pair of products
+// must fit int16: 2 * 127 * 127 < 32768), s signed.
+inline I32x8 DotU8S8(I8x32 u, I8x32 s) {
+#if defined(HYMT_ISA_IS_avx512)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+// acc + sum over pairs of (u[2i] s[2i] + u[2i+1] s[2i+1]) * scale16[i]: the K formats' scaled sub-block dot.
+inline I32x8 DotU8S8ScaledAcc(I32x8 acc, I8x32 u, I8x32 s, __m256i scale16) {
+  const __m256i pairs = _mm256_maddubs_epi16(u, s);
+#if defined(HYMT_ISA_IS_avx512)
+  return _mm256_dpwssd_epi32(acc, pairs, scale16);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scale16));
+#endif
+}
+inline F32x8 ToF32(I32x8 v) {
+  return _mm256_cvtepi32_ps(v);
+}
+inline F32x8 FmaF8(F32x8 a, F32x8 b, F32x8 c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+inline F32x8 SplatF8(float v) {
+  return _mm256_set1_ps(v);
+}
+inline F32x8 ZeroF8() {
+  return _mm256_setzero_ps();
+}
+inline I32x8 ZeroI8() {
+  return _mm256_setzero_si256();
+}
+inline float ReduceF8(F32x8 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#else
+// The generic build: the same operations over plain arrays, reduced to one lane.
+struct I8x32 {
+  int8_t v[32];  // unsigned quants are < 128, so int8 holds them
+};
+using I32x8 = int32_t;
+using F32x8 = float;
+inline I8x32 LoadBytes(const void* p) {
+  I8x32 r;
+  std::memcpy(r.v, p, 32);
+  return r;
+}
+inline I8x32 Nibbles32(const uint8_t* qs) {
+  I8x32 r;
+  for (int i = 0; i < 16; ++i) {
+    r.v[i] = static_cast<int8_t>(qs[i] & 0x0f);
+    r.v[i + 16] = static_cast<int8_t>(qs[i] >> 4);
+  }
+  return r;
+}
+inline I8x32 FifthBits(uint32_t bits) {
+  I8x32 r;
+  for (int i = 0; i < 32; ++i) r.v[i] = static_cast<int8_t>(((bits >> i) & 1u) << 4);
+  return r;
+}
+inline I32x8 DotU8S8(const I8x32& u, const I8x32& s) {
+  int32_t sum = 0;
+  for (int i = 0; i < 32; ++i) sum += static_cast<int32_t>(u.v[i]) * s.v[i];
+  return sum;
+}
+inline I32x8 DotU8S8ScaledAcc(I32x8 acc, const I8x32& u, const I8x32& s, int scale_lo, int scale_hi) {
+  int32_t lo = 0, hi = 0;
+  for (int i = 0; i < 16; ++i) lo += static_cast<int32_t>(u.v[i]) * s.v[i];
+  for (int i = 16; i < 32; ++i) hi += static_cast<int32_t>(u.v[i]) * s.v[i];
+  return acc + lo * scale_lo + hi * scale_hi;
+}
+inline F32x8 ToF32(I32x8 v) {
+  return static_cast<float>(v);
+}
+inline F32x8 FmaF8(F32x8 a, F32x8 b, F32x8 c) {
+  return a * b + c;
+}
+inline F32x8 SplatF8(float v) {
+  return v;
+}
+inline F32x8 ZeroF8() {
+  return 0.0f;
+}
+inline I32x8 ZeroI8() {
+  return 0;
+}
+inline float ReduceF8(F32x8 v) {
+  return v;
+}
+#endif
+
+// ---- the simple formats ------------------------------------------------------------------------------
+
+// A weight block expanded for the dot: unsigned quants u (q8_0: |w|), its scale d and the coefficient c
+// of the activation's d_x * sum(qx) (-offset * d, or the min).
+struct SimpleBlock {
+  I8x32 u;
+  float d;
+  float c;
+};
+
+inline uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline I8x32 Or(const I8x32& a, const I8x32& b) {
+#if defined(HYMT_ISA_IS_generic)
+  I8x32 r;
+  for (int i = 0; i < 32; ++i) r.v[i] = static_cast<int8_t>(a.v[i] | b.v[i]);
+  return r;
+#else
+  return _mm256_or_si256(a, b);
+#endif
+}
+
+template <DType T>
+struct SimpleFormat;
+template <>
+struct SimpleFormat<DType::kQ4_0> {
+  using Block = BlockQ4_0;
+  static SimpleBlock Expand(const Block& b) {
+    const float d = F16ToF32(b.d);
+    return {Nibbles32(b.qs), d, -8.0f * d};
+  }
+};
+template <>
+struct SimpleFormat<DType::kQ4_1> {
+  using Block = BlockQ4_1;
+  static SimpleBlock Expand(const Block& b) { return {Nibbles32(b.qs), F16ToF32(b.d), F16ToF32(b.m)}; }
+};
+template <>
+struct SimpleFormat<DType::kQ5_0> {
+  using Block = BlockQ5_0;
+  static SimpleBlock Expand(const Block& b) {
+    const float d = F16ToF32(b.d);
+    return {Or(Nibbles32(b.qs), FifthBits(LoadU32(b.qh))), d, -16.0f * d};
+  }
+};
+template <>
+struct SimpleFormat<DType::kQ5_1> {
+  using Block = BlockQ5_1;
+  static SimpleBlock Expand(const Block& b) {
+    return {Or(Nibbles32(b.qs), FifthBits(LoadU32(b.qh))), F16ToF32(b.d), F16ToF32(b.m)};
+  }
+};
+
+// Sum over blocks of d_w * d_x * isum + c_w * s_x for one weight row and kTokens token rows.
+template <DType T, int kTokens>
+void SimpleRowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_blocks, float* sums) {
+  using F = SimpleFormat<T>;
+  const auto* wb = reinterpret_cast<const typename F::Block*>(w_row);
+  F32x8 acc[kTokens];
+  float corr[kTokens];
+  for (int t = 0; t < kTokens; ++t) {
+    acc[t] = ZeroF8();
+    corr[t] = 0.0f;
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const SimpleBlock e = F::Expand(wb[b]);
+    for (int t = 0; t < kTokens; ++t) {
+      const BlockQ8Act& xb = xq[t][b];
+      acc[t] = FmaF8(ToF32(DotU8S8(e.u, LoadBytes(xb.qs))), SplatF8(e.d * xb.d), acc[t]);
+      corr[t] += e.c * xb.s;
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]) + corr[t];
+}
+
+// q8_0: signed weights; the product is formed as |w| * (sign(w) x).
+template <int kTokens>
+void Q8RowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_blocks, float* sums) {
+  const auto* wb = reinterpret_cast<const BlockQ8_0*>(w_row);
+  F32x8 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = ZeroF8();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float d = F16ToF32(wb[b].d);
+#if defined(HYMT_ISA_IS_generic)
+    for (int t = 0; t < kTokens; ++t) {
+      const BlockQ8Act& xb = xq[t][b];
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) sum += static_cast<int32_t>(wb[b].qs[i]) * xb.qs[i];
+      acc[t] += static_cast<float>(sum) * (d * xb.d);
+    }
+#else
+    const __m256i w = LoadBytes(wb[b].qs);
+    const __m256i abs_w = _mm256_abs_epi8(w);
+    for (int t = 0; t < kTokens; ++t) {
+      const BlockQ8Act& xb = xq[t][b];
+      // |w| <= 128 and |x| <= 127: a maddubs pair stays below 2 * 128 * 127 < 32768.
+      const __m256i sx = _mm256_sign_epi8(LoadBytes(xb.qs), w);
+      acc[t] = FmaF8(ToF32(DotU8S8(abs_w, sx)), SplatF8(d * xb.d), acc[t]);
+    }
+#endif
+  }
+  for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
+}
+
+// ---- the K formats -------------------------------------------------------------------------------------
+
+// The 6-bit scales and mins of q4_K / q5_K, unpacked: sc[0..7] then m[0..7] (ggml's get_scale_min_k4).
+struct ScalesMins {
+  uint8_t sc[8];
+  uint8_t m[8];
+};
+inline ScalesMins UnpackScalesMins(const uint8_t* s) {
+  ScalesMins r;
+  for (int j = 0; j < 4; ++j) {
+    r.sc[j] = s[j] & 63;
+    r.m[j] = s[j + 4] & 63;
+    r.sc[j + 4] = static_cast<uint8_t>((s[j + 8] & 0x0f) | ((s[j] >> 6) << 4));
+    r.m[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+  }
+  return r;
+}
+
+#if !defined(HYMT_ISA_IS_generic)
+// Two int16 scales, the first for bytes 0..15 of a 32-byte sub-block, the second for bytes 16..31
+// (maddubs pairs 0..7 sit in the low 128 bits).
+inline __m256i Scale16(int lo, int hi) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(lo))),
+                                 _mm_set1_epi16(static_cast<short>(hi)), 1);
+}
+#endif
+
+// One q4_K / q5_K super-block expanded: 8 sub-blocks of 32 unsigned quants (< 32).
+struct KBlock {
+  I8x32 u[8];
+};
+
+inline void ExpandQ4K(const BlockQ4_K& b, KBlock* e) {
+  for (int j = 0; j < 4; ++j) {
+#if defined(HYMT_ISA_IS_generic)
+    for (int l = 0; l < 32; ++l) {
+      e->u[2 * j].v[l] = static_cast<int8_t>(b.qs[32 * j + l] & 0x0f);
+      e->u[2 * j + 1].v[l] = static_cast<int8_t>(b.qs[32 * j + l] >> 4);
+    }
+#else
+    const __m256i v = LoadBytes(b.qs + 32 * j);
+    e->u[2 * j] = _mm256_and_si256(v, Splat8(0x0f));
+    e->u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), Splat8(0x0f));
+#endif
+  }
+}
+
+// q5_K: as q4_K, with bit 2j (2j + 1) of qh[l] the fifth bit of element l of sub-block 2j (2j + 1).
+inline void ExpandQ5K(const BlockQ5_K& b, KBlock* e) {
+#if defined(HYMT_ISA_IS_generic)
+  for (int j = 0; j < 4; ++j) {
+    for (int l = 0; l < 32; ++l) {
+      const int q = b.qs[32 * j + l], h = b.qh[l];
+      e->u[2 * j].v[l] = static_cast<int8_t>((q & 0x0f) | (((h >> (2 * j)) & 1) << 4));
+      e->u[2 * j + 1].v[l] = static_cast<int8_t>((q >> 4) | (((h >> (2 * j + 1)) & 1) << 4));
+    }
+  }
+#else
+  const __m256i qh = LoadBytes(b.qh);
+  const __m256i zero = _mm256_setzero_si256();
+  for (int j = 0; j < 4; ++j) {
+    const __m256i v = LoadBytes(b.qs + 32 * j);
+    const __m256i h_lo = _mm256_andnot_si256(
+        _mm256_cmpeq_epi8(_mm256_and_si256(qh, Splat8(1 << (2 * j))), zero), Splat8(0x10));
+    const __m256i h_hi = _mm256_andnot_si256(
+        _mm256_cmpeq_epi8(_mm256_and_si256(qh, Splat8(1 << (2 * j + 1))), zero), Splat8(0x10));
+    e->u[2 * j] = _mm256_or_si256(_mm256_and_si256(v, Splat8(0x0f)), h_lo);
+    e->u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), Splat8(0x0f)), h_hi);
+  }
+#endif
+}
+
+// q4_K / q5_K against q8_K: d * d_x * sum_j sc_j * isum_j - dmin * d_x * sum_j m_j * bsum_j.
+// |isum_j| <= 32 * 31 * 127 and sc_j <= 63, so the int32 sum over 8 sub-blocks stays below 2^24.
+template <DType T, int kTokens>
+void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_blocks, float* sums) {
+  using Block = std::conditional_t<T == DType::kQ4_K, BlockQ4_K, BlockQ5_K>;
+  const auto* wb = reinterpret_cast<const Block*>(w_row);
+  F32x8 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = ZeroF8();
+  KBlock e;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const Block& w = wb[b];
+    if constexpr (T == DType::kQ4_K) {
+      ExpandQ4K(w, &e);
+    } else {
+      ExpandQ5K(w, &e);
+    }
+    const ScalesMins sm = UnpackScalesMins(w.scales);
+    const float d = F16ToF32(w.d), dmin = F16ToF32(w.dmin);
+#if !defined(HYMT_ISA_IS_generic)
+    // The mins once per pair of bsums (16 inputs each): [m0 m0 m1 m1 ... m7 m7] as int16.
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.m)));
+    const __m256i mins16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m8, m8)),
+                                                   _mm_unpackhi_epi16(m8, m8), 1);
+#endif
+    for (int t = 0; t < kTokens; ++t) {
+      const BlockQ8_K& x = xq[t][b];
+      I32x8 isum = ZeroI8();
+      for (int j = 0; j < 8; ++j) {
+#if defined(HYMT_ISA_IS_generic)
+        isum = DotU8S8ScaledAcc(isum, e.u[j], LoadBytes(x.qs + 32 * j), sm.sc[j], sm.sc[j]);
+#else
+        isum = DotU8S8ScaledAcc(isum, e.u[j], LoadBytes(x.qs + 32 * j), _mm256_set1_epi16(sm.sc[j]));
+#endif
+      }
+#if defined(HYMT_ISA_IS_generic)
+      int32_t min_sum = 0;
+      for (int j = 0; j < 8; ++j) min_sum += sm.m[j] * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+#else
+      const __m256i min_sum = _mm256_madd_epi16(LoadBytes(x.bsums), mins16);
+#endif
+      acc[t] = FmaF8(ToF32(isum), SplatF8(d * x.d), acc[t]);
+      acc[t] = FmaF8(ToF32(min_sum), SplatF8(-dmin * x.d), acc[t]);
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
+}
+
+// q6_K against q8_K: d * d_x * sum_j sc_j * (sum_{i in j} q_i qx_i - 32 * bsum_j), sub-blocks of 16.
+// |sum q qx| <= 16 * 63 * 127 per sub-block, |sc| <= 128: the int32 sums stay below 2^29.
+template <int kTokens>
+void Q6KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_blocks, float* sums) {
+  const auto* wb = reinterpret_cast<const BlockQ6_K*>(w_row);
+  F32x8 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = ZeroF8();
+  I8x32 u[8];  // 8 chunks of 32 elements; chunk 4h + c covers elements 128h + 32c .. +31
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ6_K& w = wb[b];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w.ql + 64 * h;
+      const uint8_t* qh = w.qh + 32 * h;
+#if defined(HYMT_ISA_IS_generic)
+      for (int l = 0; l < 32; ++l) {
+        u[4 * h + 0].v[l] = static_cast<int8_t>((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
+        u[4 * h + 1].v[l] = static_cast<int8_t>((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+        u[4 * h + 2].v[l] = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+        u[4 * h + 3].v[l] = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+      }
+#else
+      const __m256i l0 = LoadBytes(ql), l1 = LoadBytes(ql + 32), hb = LoadBytes(qh);
+      const __m256i m4 = Splat8(0x0f);
+      u[4 * h + 0] =
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x03)), 4));
+      u[4 * h + 1] =
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x0c)), 2));
+      u[4 * h + 2] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, Splat8(0x30)));
+      u[4 * h + 3] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                          _mm256_srli_epi16(_mm256_and_si256(hb, Splat8(static_cast<int>(0xc0))), 2));
+#endif
+    }
+    const float d = F16ToF32(w.d);
+#if !defined(HYMT_ISA_IS_generic)
+    const __m256i scales16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales)));
+#endif
+    for (int t = 0; t < kTokens; ++t) {
+      const BlockQ8_K& x = xq[t][b];
+      I32x8 isum = ZeroI8();
+      for (int c = 0; c < 8; ++c) {
+#if defined(HYMT_ISA_IS_generic)
+        isum = DotU8S8ScaledAcc(isum, u[c], LoadBytes(x.qs + 32 * c), w.scales[2 * c], w.scales[2 * c + 1]);
+#else
+        isum = DotU8S8ScaledAcc(isum, u[c], LoadBytes(x.qs + 32 * c),
+                                Scale16(w.scales[2 * c], w.scales[2 * c + 1]));
+#endif
+      }
+      // The offset 32 of every quant: 32 * sum_j sc_j * bsum_j (element e is in sub-block e / 16 of both).
+#if defined(HYMT_ISA_IS_generic)
+      int32_t offset = 0;
+      for (int j = 0; j < 16; ++j) offset += w.scales[j] * x.bsums[j];
+      isum -= 32 * offset;
+#else
+      isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(LoadBytes(x.bsums), scales16), 5));
+#endif
+      acc[t] = FmaF8(ToF32(isum), SplatF8(d * x.d), acc[t]);
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
+}
+
+// ---- the row loop ----------------------------------------------------------------------------------------
+
+bool IsKFormat(DType w) {
+  return w == DType::kQ4_K || w == DType::kQ5_K || w == DType::kQ6_K;
+}
+
+template <int kTokens>
+void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, float* sums) {
+  const auto* const* simple = reinterpret_cast<const BlockQ8Act* const*>(xq);
+  const auto* const* kx = reinterpret_cast<const BlockQ8_K* const*>(xq);
+  switch (w) {
+    case DType::kQ4_0:
+      return SimpleRowDot<DType::kQ4_0, kTokens>(w_row, simple, k / 32, sums);
+    case DType::kQ4_1:
+      return SimpleRowDot<DType::kQ4_1, kTokens>(w_row, simple, k / 32, sums);
+    case DType::kQ5_0:
+      return SimpleRowDot<DType::kQ5_0, kTokens>(w_row, simple, k / 32, sums);
+    case DType::kQ5_1:
+      return SimpleRowDot<DType::kQ5_1, kTokens>(w_row, simple, k / 32, sums);
+    case DType::kQ8_0:
+      return Q8RowDot<kTokens>(w_row, simple, k / 32, sums);
+    case DType::kQ4_K:
+      return Q45KRowDot<DType::kQ4_K, kTokens>(w_row, kx, k / kQKK, sums);
+    case DType::kQ5_K:
+      return Q45KRowDot<DType::kQ5_K, kTokens>(w_row, kx, k / kQKK, sums);
+    case DType::kQ6_K:
+      return Q6KRowDot<kTokens>(w_row, kx, k / kQKK, sums);
+    default:
+      return;  // the launcher routes only these formats here
+  }
+}
+
+}  // namespace
+
+size_t QuantActRowBytes(DType w, int64_t k) {
+  return IsKFormat(w) ? static_cast<size_t>(k / kQKK) * sizeof(BlockQ8_K)
+                      : static_cast<size_t>(k / 32) * sizeof(BlockQ8Act);
+}
+
+void QuantizeActRow(DType w, const float* x, int64_t k, void* dst) {
+  if (IsKFormat(w)) {
+    QuantizeQ8K(x, k, static_cast<BlockQ8_K*>(dst));
+  } else {
+    QuantizeQ8Act(x, k, static_cast<BlockQ8Act*>(dst));
+  }
+}
+
+void MatMulQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
+  // Rows in blocks of kRowBlock (a few tens of KiB: they stay in L1/L2 while every token group walks
+  // them), so that the weights come from memory once however many tokens there are.
+  constexpr int64_t kRowBlock = 16;
+  for (int64_t nb = n_begin; nb < n_end; nb += kRowBlock) {
+    const int64_t ne = Min(n_end, nb + kRowBlock);
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenGroup) {
+      const int nt = static_cast<int>(Min<int64_t>(kTokenGroup, a.n_tokens - t0));
+      const void* rows[kTokenGroup];
+      for (int t = 0; t < nt; ++t) rows[t] = static_cast<const uint8_t*>(xq) + (t0 + t) * xq_row_bytes;
+      float sums[kTokenGroup];
+      for (int64_t n = nb; n < ne; ++n) {
+        const uint8_t* w_row = a.w + static_cast<size_t>(n) * a.w_row_bytes;
+        switch (nt) {
+          case 1:
+            RowDot<1>(a.w_dtype, w_row, rows, a.k, sums);
+            break;
+          case 2:
+            RowDot<2>(a.w_dtype, w_row, rows, a.k, sums);
+            break;
+          case 3:
+            RowDot<3>(a.w_dtype, w_row, rows, a.k, sums);
+            break;
+          default:
+            RowDot<kTokenGroup>(a.w_dtype, w_row, rows, a.k, sums);
+            break;
+        }
+        for (int t = 0; t < nt; ++t) a.out[(t0 + t) * a.out_stride + n] = sums[t] * a.scale;
+      }
+    }
+  }
+}
+
+}  // namespace hymt::cpu::HYMT_ISA

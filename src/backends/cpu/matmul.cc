@@ -1,0 +1,90 @@
+// MatMul launcher: shape checks, the split over threads, activation quantisation for the block formats.
+// The kernels are kernels/matmul_float.cc (f32, f16, bf16, f8_e4m3) and kernels/matmul_quant.cc
+// (q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k).
+#include "backends/cpu/cpu_ops_impl.h"
+#include "core/status.h"
+
+namespace hymt::cpu {
+namespace {
+
+bool IsFloatWeight(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF8E4M3;
+}
+bool IsQuantWeight(DType t) {
+  switch (t) {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Below this many multiply-adds a matmul runs on the calling thread (waking the pool costs a few us).
+constexpr int64_t kSerialMacs = int64_t{1} << 16;
+
+}  // namespace
+
+void CpuOps::MatMul(const Tensor& x, const Weight& w, Tensor out) {
+  HYMT_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows == x.rows, "matmul shapes x[", x.rows, ",",
+             x.cols, "] w[", w.rows, ",", w.cols, "] out[", out.rows, ",", out.cols, "] for ", w.name);
+  HYMT_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kF32, "the CPU backend computes in f32");
+  if (x.rows == 0 || w.rows == 0) return;
+  MatMulArgs a;
+  a.x = x.As<const float>();
+  a.x_stride = x.stride;
+  a.n_tokens = x.rows;
+  a.k = w.cols;
+  a.w = static_cast<const uint8_t*>(w.data);
+  a.w_row_bytes = DTypeBytes(w.dtype, w.cols);
+  a.w_dtype = w.dtype;
+  a.scale = w.scale;
+  a.out = out.As<float>();
+  a.out_stride = out.stride;
+
+  ThreadPool& pool = DefaultThreadPool();
+  const bool serial = x.rows * w.rows * w.cols < kSerialMacs;
+  if (IsFloatWeight(w.dtype)) {
+    size_t stride = 0;
+    uint8_t* scratch =
+        x.rows > kGemvMaxTokens ? gemm_scratch_.PerThread(pool.size(), kGemmScratchBytes, &stride) : nullptr;
+    auto run = [&](int64_t begin, int64_t end, int thread) {
+      k_.matmul_float(a, begin, end, scratch == nullptr ? nullptr : scratch + stride * thread);
+    };
+    if (serial) {
+      run(0, w.rows, 0);
+    } else {
+      ParallelChunks(pool, w.rows, kMatMulRowAlign, run);
+    }
+    return;
+  }
+  if (!IsQuantWeight(w.dtype))
+    Fail(ErrorCode::kUnsupported, "the CPU backend cannot multiply by ", DTypeName(w.dtype), " weights (",
+         w.name, ")");
+  const int64_t block = GetDTypeInfo(w.dtype).block_size;
+  HYMT_CHECK(w.cols % block == 0, w.name, ": ", w.cols, " inputs is not a whole number of ",
+             DTypeName(w.dtype), " blocks");
+  // Quantise each token's row once (int8 with a scale per block); then every thread reads them all.
+  const size_t xq_row = k_.quant_act_row_bytes(w.dtype, w.cols);
+  uint8_t* xq = static_cast<uint8_t*>(act_scratch_.Get(xq_row * static_cast<size_t>(x.rows)));
+  auto quantize = [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t)
+      k_.quantize_act_row(w.dtype, a.x + t * a.x_stride, a.k, xq + static_cast<size_t>(t) * xq_row);
+  };
+  auto run = [&](int64_t begin, int64_t end, int) { k_.matmul_quant(a, xq, xq_row, begin, end); };
+  if (serial) {
+    quantize(0, x.rows, 0);
+    run(0, w.rows, 0);
+  } else {
+    ParallelChunks(pool, x.rows, 1, quantize);
+    ParallelChunks(pool, w.rows, kMatMulRowAlign, run);
+  }
+}
+
+}  // namespace hymt::cpu

@@ -1,0 +1,211 @@
+// hymt bench: prefill and decode speed of a model on its plan, as a fraction of ceilings measured in the
+// same run (BENCH.md): decode against read bandwidth / bytes read per token, prefill in FLOP/s.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/json.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "runtime/ceilings.h"
+#include "runtime/kv_cache.h"
+#ifdef HYMT_HAVE_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
+
+namespace hymt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct RunStats {
+  double seconds = 0;             // submit -> last sequence done
+  double first_token_seconds = 0;  // submit -> first token of the first sequence (TTFT at batch 1)
+  double decode_tok_s = 0;        // tokens after each sequence's first, over the decode phase
+  int64_t generated = 0;
+  int64_t prompt_tokens = 0;
+};
+
+// Runs `seqs` sequences of `prompt` random tokens and `gen` new tokens (greedy, no stop) at once.
+RunStats RunBatch(Engine& engine, int32_t vocab, int seqs, int prompt, int gen, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  Clock::time_point first_token_any{}, end{};  // under mu
+  bool any_token = false;
+  std::vector<int64_t> counts(seqs, 0);
+  const auto t0 = Clock::now();
+  for (int s = 0; s < seqs; ++s) {
+    GenerationRequest g;
+    for (int i = 0; i < prompt; ++i) g.prompt.push_back(tok(rng));
+    g.sampling = SamplingParams::Greedy();
+    g.max_new_tokens = gen;
+    g.group = static_cast<uint64_t>(s);
+    g.on_token = [&, s](int32_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto now = Clock::now();
+      if (counts[s]++ == 0) {
+        if (!any_token) first_token_any = now;
+        any_token = true;
+      }
+      return true;
+    };
+    g.on_done = [&](const GenerationResult&) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++done;
+      end = Clock::now();
+      cv.notify_all();
+    };
+    engine.Submit(std::move(g));
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done == seqs; });
+  RunStats r;
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  r.seconds = secs(end - t0);
+  r.first_token_seconds = secs(first_token_any - t0);
+  for (int64_t c : counts) r.generated += c;
+  r.prompt_tokens = int64_t{seqs} * prompt;
+  // Decode rate: tokens after each sequence's first, over the time from the first token to the end (with
+  // several sequences some still prefill in that window, so this errs on the low side).
+  int64_t after = 0;
+  for (int64_t c : counts) after += std::max<int64_t>(0, c - 1);
+  r.decode_tok_s = static_cast<double>(after) / std::max(1e-9, secs(end - first_token_any));
+  return r;
+}
+
+std::vector<int> ParseIntList(const std::string& s) {
+  std::vector<int> out;
+  for (const std::string& p : StrSplit(s, ',')) {
+    if (p.empty()) continue;
+    int v = std::atoi(p.c_str());
+    if (v <= 0) Fail(ErrorCode::kInvalidArgument, "bad list entry '", p, "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  Args args("hymt bench [--model PATH] [options]");
+  AddSessionOptions(args);
+  args.Option("prompt", "prompt tokens of the decode runs", "48")
+      .Option("gen", "new tokens per sequence in the decode runs", "64")
+      .Option("batches", "decode runs: sequences at once, comma-separated", "1")
+      .Option("prefill-seqs", "prefill run: sequences", "64")
+      .Option("prefill-len", "prefill run: tokens per sequence", "64")
+      .Option("json", "also write the results to this JSON file");
+  if (!args.Parse(argc, argv)) return 0;
+  SessionOptions so = SessionOptionsFromArgs(args);
+  std::vector<int> batches = ParseIntList(args.Get("batches"));
+  const int prompt = static_cast<int>(args.GetInt("prompt")), gen = static_cast<int>(args.GetInt("gen"));
+  const int pseqs = static_cast<int>(args.GetInt("prefill-seqs")), plen = static_cast<int>(args.GetInt("prefill-len"));
+  int need_seqs = std::max(pseqs, *std::max_element(batches.begin(), batches.end()));
+  if (so.max_seqs == 0) so.max_seqs = need_seqs;
+  if (so.max_context == 0) so.max_context = std::max(prompt + gen, plen + 1) + 16;
+
+  auto session = Session::Open(so);
+  const LoadedModel& m = session->model();
+  const ModelConfig& c = m.config;
+  const Plan& plan = session->plan();
+  std::printf("model %s, plan %s, %d threads\n%s", m.name.c_str(), plan.mode.c_str(), DefaultThreadPool().size(),
+              plan.Table(c).c_str());
+
+  // Bytes one decode token reads: every layer's weights, the head, and the cached keys and values.
+  int64_t weight_bytes = 0;
+  ForEachTensor(c, session->model().model->mutable_weights(), [&](const TensorSpec& s, Weight& w) {
+    if (s.role != "token_embd" || c.tied_output) weight_bytes += static_cast<int64_t>(w.bytes());
+  });
+  const double kv_per_token = static_cast<double>(KvCache::PageBytesPerLayer(c, 1, plan.kv_type)) * c.n_layers;
+  const double avg_context = prompt + gen / 2.0;
+  const double bytes_per_token = static_cast<double>(weight_bytes) + kv_per_token * avg_context;
+
+  // The ceiling: read bandwidth of the memory the weights live in.
+  double bandwidth = 0;
+  std::string bw_what;
+#ifdef HYMT_HAVE_CUDA
+  if (plan.mode != "cpu") {
+    bandwidth = CudaReadBandwidth(0);
+    bw_what = "device read bandwidth";
+  }
+#endif
+  if (bandwidth == 0) {
+    bandwidth = MeasureHostReadBandwidth();
+    bw_what = "host read bandwidth";
+  }
+  std::printf("\n%-34s %10.1f GB/s (measured now)\n", bw_what.c_str(), bandwidth);
+  std::printf("%-34s %10.3f GB (weights %.3f + KV at %.0f tokens)\n", "bytes read per decode token",
+              bytes_per_token / 1e9, weight_bytes / 1e9, avg_context);
+  const double roofline = bandwidth * 1e9 / bytes_per_token;
+  std::printf("%-34s %10.2f tok/s\n\n", "batch-1 decode roofline", roofline);
+
+  Engine& engine = session->engine();
+  const int32_t vocab = m.tokenizer->n_tokens();
+  Json out = Json::MakeObject();
+  out.Set("model", Json(m.name));
+  out.Set("plan", Json(plan.mode));
+  out.Set("threads", Json(DefaultThreadPool().size()));
+  out.Set("bandwidth_gb_s", Json(bandwidth));
+  out.Set("bytes_per_token", Json(bytes_per_token));
+  out.Set("roofline_tok_s", Json(roofline));
+
+  // Warm-up (first-touch of mapped weights, lazily created library handles).
+  RunBatch(engine, vocab, 1, 8, 4, 7);
+
+  Json decode = Json::MakeArray();
+  std::printf("%-22s %12s %12s %14s\n", "decode run", "tok/s", "of roofline", "first token");
+  for (int b : batches) {
+    RunStats r = RunBatch(engine, vocab, b, prompt, gen, 100 + b);
+    const double frac = b == 1 ? r.decode_tok_s / roofline : 0;
+    std::printf("%-22s %12.2f %11.1f%% %12.3f s\n", StrCat(b, " x (", prompt, "+", gen, ")").c_str(), r.decode_tok_s,
+                100 * frac, r.first_token_seconds);
+    Json j = Json::MakeObject();
+    j.Set("seqs", Json(b));
+    j.Set("decode_tok_s", Json(r.decode_tok_s));
+    j.Set("total_generated_tok_s", Json(static_cast<double>(r.generated) / r.seconds));
+    j.Set("first_token_seconds", Json(r.first_token_seconds));
+    if (b == 1) j.Set("fraction_of_roofline", Json(frac));
+    decode.Push(std::move(j));
+  }
+  out.Set("decode", std::move(decode));
+
+  // Prefill: many sequences of plen tokens, one new token each (the logits of the last position).
+  RunStats p = RunBatch(engine, vocab, pseqs, plen, 1, 999);
+  const double prefill_tok_s = static_cast<double>(p.prompt_tokens) / p.seconds;
+  // 2 FLOPs per weight per token, plus attention (QKᵀ and PV over the causal triangle).
+  const double matmul_params = static_cast<double>(c.ParameterCount() - (c.tied_output ? 0 : c.vocab_rows * c.hidden) -
+                                                   c.vocab_rows * int64_t{c.hidden});
+  const double attn_flops = 2.0 * 2.0 * c.n_layers * c.q_dim() * (plen * (plen + 1) / 2.0) * pseqs;
+  const double flops = 2.0 * matmul_params * p.prompt_tokens + attn_flops +
+                       2.0 * static_cast<double>(c.vocab_rows) * c.hidden * pseqs;  // one head row per sequence
+  std::printf("%-22s %12.1f tok/s %10.2f TFLOP/s\n", StrCat("prefill ", pseqs, " x ", plen).c_str(), prefill_tok_s,
+              flops / p.seconds / 1e12);
+  out.Set("prefill_tok_s", Json(prefill_tok_s));
+  out.Set("prefill_tflop_s", Json(flops / p.seconds / 1e12));
+  out.Set("peak_rss_bytes", Json(PeakResidentBytes()));
+#ifdef HYMT_HAVE_CUDA
+  size_t free_b = 0, total_b = 0;
+  if (plan.mode != "cpu" && CudaMemoryInfo(0, &free_b, &total_b)) {
+    out.Set("device_used_bytes", Json(static_cast<int64_t>(total_b - free_b)));
+    std::printf("%-22s %12s\n", "device memory in use", FormatBytes(total_b - free_b).c_str());
+  }
+#endif
+  std::printf("%-22s %12s\n", "peak resident memory", FormatBytes(static_cast<uint64_t>(PeakResidentBytes())).c_str());
+  if (args.Has("json")) {
+    std::ofstream f(args.Get("json"));
+    f << out.Dump() << "\n";
+    if (!f) Fail(ErrorCode::kInternal, "cannot write ", args.Get("json"));
+  }
+  return 0;
+}
+
+}  // namespace hymt

@@ -1,0 +1,17 @@
+// Measuring the hardware ceilings that benchmarks divide by, in the same run as the benchmark.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hymt {
+
+// Host read bandwidth in GB/s (1e9 bytes/s): every thread of the default pool sums its share of a
+// buffer of `bytes` (make it several times the last-level cache); median of `repeats` passes after a
+// warm-up pass.
+double MeasureHostReadBandwidth(size_t bytes = size_t{1} << 30, int repeats = 5);
+
+// Peak resident memory of this process (VmHWM), in bytes.
+int64_t PeakResidentBytes();
+
+}  // namespace hymt

@@ -1,0 +1,825 @@
+// The CPU backend against the scalar reference backend (CreateReferenceOps, double accumulation), and
+// each ISA's kernels against the generic ones, on fresh random data of odd sizes, strided and
+// misaligned views, every weight type and every KV cache type.
+//
+// Tolerances are derived, not tuned. u = 2^-24 is the unit roundoff of f32. The standard bound for a
+// floating-point sum of n terms in any order is |fl(sum) - sum| <= gamma_n * sum|terms|, gamma_n =
+// n u / (1 - n u) ~ n u; a product adds one rounding (none with FMA). Each test states which n it uses.
+#include "backends/cpu/cpu_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "ops/ops.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+namespace hymt {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);  // unit roundoff of f32
+
+using cpu::Isa;
+
+std::vector<Isa> AllIsas() {
+  return {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512};
+}
+
+// ---- test data -------------------------------------------------------------------------------------------
+
+// A host tensor with a padded row stride and a start that is deliberately not 64-byte aligned.
+struct HostTensor {
+  std::vector<float> storage;
+  Tensor t;
+  HostTensor(int64_t rows, int64_t cols, int64_t pad = 3, int64_t offset = 1) {
+    storage.assign(static_cast<size_t>(rows * (cols + pad) + offset + 16), 0.0f);
+    t.data = storage.data() + offset;
+    t.dtype = DType::kF32;
+    t.rows = rows;
+    t.cols = cols;
+    t.stride = cols + pad;
+  }
+  float* Row(int64_t r) { return t.As<float>() + r * t.stride; }
+  float& At(int64_t r, int64_t c) { return Row(r)[c]; }
+};
+
+void FillNormal(HostTensor& h, std::mt19937& rng, float sigma = 1.0f, float mean = 0.0f) {
+  std::normal_distribution<float> dist(mean, sigma);
+  for (int64_t r = 0; r < h.t.rows; ++r)
+    for (int64_t c = 0; c < h.t.cols; ++c) h.At(r, c) = dist(rng);
+}
+
+HostTensor Copy(const HostTensor& h) {
+  HostTensor c(h.t.rows, h.t.cols, h.t.stride - h.t.cols);
+  for (int64_t r = 0; r < h.t.rows; ++r)
+    std::memcpy(c.Row(r), static_cast<const float*>(h.t.data) + r * h.t.stride, h.t.cols * sizeof(float));
+  return c;
+}
+
+void SetF16(uint8_t* p, float v) {
+  uint16_t h = F32ToF16(v);
+  std::memcpy(p, &h, 2);
+}
+float GetF16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+// Random weight bytes of any stored type: random quants and sane block scales for the block formats,
+// random non-NaN codes for f8, normal values for the plain floats.
+std::vector<uint8_t> RandomWeightBytes(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const size_t row_bytes = DTypeBytes(t, cols);
+  std::vector<uint8_t> bytes(row_bytes * rows + 64);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) {
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : row) v = normal(rng) * 0.1f;
+      QuantizeRow(t, row.data(), bytes.data() + r * row_bytes, cols);
+    }
+    return bytes;
+  }
+  for (auto& b : bytes) b = static_cast<uint8_t>(byte(rng));
+  if (t == DType::kF8E4M3) {
+    for (auto& b : bytes)
+      if ((b & 0x7f) == 0x7f) b = 0x3f;  // no NaN codes
+    return bytes;
+  }
+  const int block_bytes = GetDTypeInfo(t).block_bytes;
+  const int64_t n_blocks = static_cast<int64_t>(row_bytes * rows) / block_bytes;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* p = bytes.data() + b * block_bytes;
+    switch (t) {
+      case DType::kQ4_0:
+      case DType::kQ5_0:
+      case DType::kQ8_0:
+        SetF16(p, unit(rng) * 0.02f);
+        break;
+      case DType::kQ4_1:
+      case DType::kQ5_1:
+        SetF16(p, unit(rng) * 0.02f);
+        SetF16(p + 2, unit(rng) * 0.1f);
+        break;
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+        SetF16(p + offsetof(BlockQ4_K, d), std::fabs(unit(rng)) * 0.002f);
+        SetF16(p + offsetof(BlockQ4_K, dmin), std::fabs(unit(rng)) * 0.002f);
+        break;
+      case DType::kQ6_K:
+        SetF16(p + offsetof(BlockQ6_K, d), unit(rng) * 0.0005f);
+        break;
+      default:
+        ADD_FAILURE() << "no random blocks for " << DTypeName(t);
+    }
+  }
+  return bytes;
+}
+
+// ---- a scalar dequantiser for the block formats, written from the definitions in quant/blocks.h ----
+// out[i] = the weight; mag[i] = |scale part| + |offset-or-min part| of its formula, which bounds the
+// size of the terms a kernel adds for it (the float error of a kernel is relative to that).
+
+void TestDequantize(DType t, const uint8_t* src, int64_t n, float* out, float* mag) {
+  auto put = [&](int64_t i, double a, double b) {
+    out[i] = static_cast<float>(a + b);
+    mag[i] = static_cast<float>(std::fabs(a) + std::fabs(b));
+  };
+  switch (t) {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1: {
+      const int bb = GetDTypeInfo(t).block_bytes;
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* p = src + b * bb;
+        const double d = GetF16(p);
+        const bool has_min = t == DType::kQ4_1 || t == DType::kQ5_1;
+        const bool five = t == DType::kQ5_0 || t == DType::kQ5_1;
+        const double m = has_min ? GetF16(p + 2) : 0.0;
+        const uint8_t* qh_p = p + (has_min ? 4 : 2);
+        uint32_t qh = 0;
+        if (five) std::memcpy(&qh, qh_p, 4);
+        const uint8_t* qs = five ? qh_p + 4 : qh_p;
+        for (int j = 0; j < 32; ++j) {
+          int q = j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
+          if (five) q |= ((qh >> j) & 1) << 4;
+          if (has_min) {
+            put(b * 32 + j, d * q, m);
+          } else {
+            const int offset = five ? 16 : 8;
+            put(b * 32 + j, d * q, -d * offset);
+          }
+        }
+      }
+      return;
+    }
+    case DType::kQ8_0: {
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(src) + b;
+        const double d = F16ToF32(blk->d);
+        for (int j = 0; j < 32; ++j) put(b * 32 + j, d * blk->qs[j], 0.0);
+      }
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five = t == DType::kQ5_K;
+      const int bb = GetDTypeInfo(t).block_bytes;
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* p = src + b * bb;
+        const double d = GetF16(p), dmin = GetF16(p + 2);
+        const uint8_t* sc = p + 4;
+        const uint8_t* qh = five ? p + 16 : nullptr;
+        const uint8_t* qs = five ? p + 48 : p + 16;
+        for (int s = 0; s < 8; ++s) {
+          int scale, min;
+          if (s < 4) {
+            scale = sc[s] & 63;
+            min = sc[s + 4] & 63;
+          } else {
+            scale = (sc[s + 4] & 0xf) | ((sc[s - 4] >> 6) << 4);
+            min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+          }
+          for (int l = 0; l < 32; ++l) {
+            const uint8_t byte = qs[32 * (s / 2) + l];
+            int q = (s % 2 == 0) ? (byte & 0xf) : (byte >> 4);
+            if (five) q |= ((qh[l] >> s) & 1) << 4;
+            put(b * 256 + 32 * s + l, d * scale * q, -dmin * min);
+          }
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const auto* blk = reinterpret_cast<const BlockQ6_K*>(src) + b;
+        const double d = F16ToF32(blk->d);
+        for (int e = 0; e < 256; ++e) {
+          const int h = e / 128, c = (e % 128) / 32, l = e % 32;
+          const uint8_t ql = blk->ql[64 * h + l + (c % 2) * 32];
+          const int low = c < 2 ? (ql & 0xf) : (ql >> 4);
+          const int high = (blk->qh[32 * h + l] >> (2 * c)) & 3;
+          const int q = low | (high << 4);
+          const double s = blk->scales[e / 16];
+          put(b * 256 + e, d * s * q, -d * s * 32);
+        }
+      }
+      return;
+    }
+    default:
+      FAIL() << "TestDequantize: " << DTypeName(t);
+  }
+}
+
+bool IsBlockFormat(DType t) {
+  return GetDTypeInfo(t).quantized;
+}
+
+// A weight for the CPU backend (in its stored type) and the same weight as f32 for the reference.
+struct TestWeight {
+  std::vector<uint8_t> bytes;
+  std::vector<float> dequant;    // [rows, cols] as the reference sees it (scale not applied)
+  std::vector<float> magnitude;  // see TestDequantize (plain floats: |w|)
+  Weight w;                      // the stored type
+  Weight w_f32;                  // the f32 copy, same scale
+};
+
+TestWeight MakeWeight(DType t, int64_t rows, int64_t cols, std::mt19937& rng, float scale = 1.0f) {
+  TestWeight tw;
+  tw.bytes = RandomWeightBytes(t, rows, cols, rng);
+  tw.dequant.resize(rows * cols);
+  tw.magnitude.resize(rows * cols);
+  const size_t row_bytes = DTypeBytes(t, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out = tw.dequant.data() + r * cols;
+    if (IsBlockFormat(t)) {
+      TestDequantize(t, tw.bytes.data() + r * row_bytes, cols, out, tw.magnitude.data() + r * cols);
+    } else {
+      DequantizeRow(t, tw.bytes.data() + r * row_bytes, out, cols);
+      for (int64_t c = 0; c < cols; ++c) tw.magnitude[r * cols + c] = std::fabs(out[c]);
+    }
+  }
+  tw.w.name = "test";
+  tw.w.dtype = t;
+  tw.w.rows = rows;
+  tw.w.cols = cols;
+  tw.w.data = tw.bytes.data();
+  tw.w.scale = scale;
+  tw.w_f32 = tw.w;
+  tw.w_f32.dtype = DType::kF32;
+  tw.w_f32.data = tw.dequant.data();
+  return tw;
+}
+
+// ---- MatMul -----------------------------------------------------------------------------------------------
+
+// The activation quantisation of the integer paths, recomputed with the kernels' f32 arithmetic (the
+// kernels document it: per block of `block` inputs d = max|x| / 127, q = round-to-nearest-even(x * (1/d)),
+// identical on every ISA). x_hat = d * q; |x - x_hat| <= d/2 plus an ulp of x/d (< d * 2^-17).
+struct QuantizedAct {
+  std::vector<double> x_hat;
+  std::vector<double> half_step;
+};
+QuantizedAct QuantizeAct(const float* x, int64_t k, int block) {
+  QuantizedAct a;
+  a.x_hat.resize(k);
+  a.half_step.resize(k);
+  for (int64_t b = 0; b < k / block; ++b) {
+    float amax = 0;
+    for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[b * block + i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < block; ++i) {
+      a.x_hat[b * block + i] = static_cast<double>(d) * std::nearbyint(x[b * block + i] * id);
+      a.half_step[b * block + i] = d * (0.5 + 1.0 / (1 << 17));
+    }
+  }
+  return a;
+}
+
+struct MatMulCase {
+  DType dtype;
+  int64_t tokens, n, k;
+  float scale;
+};
+
+// Error bounds of out[t, n].
+//  Against the reference (exact sum over x and the dequantised weights; the reference itself is within
+//  u |out| of it, added by the caller):
+//   plain floats: gamma_{k + 4} * sum_k |x w| * |scale| - k products and adds, the scale multiply, and
+//     for f8 the reference's own rounding of w * scale.
+//   block formats: in addition the activation error sum_k |w_k| * half_step_k (see QuantizeAct).
+//  Against the exact sum over the quantised activations x_hat (block formats; a much tighter check of
+//  the integer paths): the kernels' integer block sums are exact, so only the f32 work remains - one
+//  rounding per scale product and per accumulation step over the blocks and lanes (nb + 16 steps),
+//  relative to sum_k mag_k |x_hat_k| (mag from TestDequantize bounds every term a kernel adds), plus
+//  the test's own rounding of each dequantised weight to f32 (u relative).
+double FloatBound(const TestWeight& tw, const float* x, int64_t n, int64_t k) {
+  const float* w = tw.dequant.data() + n * k;
+  double sum_abs = 0;
+  for (int64_t i = 0; i < k; ++i) sum_abs += std::fabs(static_cast<double>(x[i]) * w[i]);
+  return (k + 4) * kU * sum_abs * std::fabs(tw.w.scale) + 1e-30;
+}
+double ActQuantBound(const TestWeight& tw, const QuantizedAct& a, int64_t n, int64_t k) {
+  const float* w = tw.dequant.data() + n * k;
+  double act = 0;
+  for (int64_t i = 0; i < k; ++i) act += std::fabs(w[i]) * a.half_step[i];
+  return act * std::fabs(tw.w.scale);
+}
+double IntegerPathBound(const TestWeight& tw, DType t, const QuantizedAct& a, int64_t n, int64_t k) {
+  const float* mag = tw.magnitude.data() + n * k;
+  double big = 0;
+  for (int64_t i = 0; i < k; ++i) big += mag[i] * std::fabs(a.x_hat[i]);
+  const int64_t nb = k / GetDTypeInfo(t).block_size;
+  return (4.0 * (nb + 16) + 2) * kU * big * std::fabs(tw.w.scale) + 1e-30;
+}
+
+void CheckMatMul(Ops& ops, const MatMulCase& c, std::mt19937& rng) {
+  SCOPED_TRACE(testing::Message() << DTypeName(c.dtype) << " tokens " << c.tokens << " n " << c.n << " k "
+                                  << c.k);
+  TestWeight tw = MakeWeight(c.dtype, c.n, c.k, rng, c.scale);
+  HostTensor x(c.tokens, c.k, 5, 3);
+  FillNormal(x, rng, 1.0f, 0.3f);  // a mean, so the offset and min terms (times sum x) do not cancel out
+  HostTensor out(c.tokens, c.n, 7, 1), ref(c.tokens, c.n);
+  ops.MatMul(x.t, tw.w, out.t);
+  CreateReferenceOps()->MatMul(x.t, tw.w_f32, ref.t);
+  const bool blocks = IsBlockFormat(c.dtype);
+  const int block = c.dtype == DType::kQ4_K || c.dtype == DType::kQ5_K || c.dtype == DType::kQ6_K ? 256 : 32;
+  int failures = 0;
+  auto check = [&](double got, double want, double bound, const char* oracle, int64_t t, int64_t n) {
+    if (std::fabs(got - want) <= bound) return;
+    ++failures;
+    ADD_FAILURE() << "out[" << t << "," << n << "] = " << got << ", " << oracle << " " << want << ", error "
+                  << std::fabs(got - want) << " > bound " << bound;
+  };
+  for (int64_t t = 0; t < c.tokens && failures < 5; ++t) {
+    QuantizedAct qa;
+    if (blocks) qa = QuantizeAct(x.Row(t), c.k, block);
+    for (int64_t n = 0; n < c.n && failures < 5; ++n) {
+      double bound = FloatBound(tw, x.Row(t), n, c.k) + kU * std::fabs(ref.At(t, n));
+      if (blocks) bound += ActQuantBound(tw, qa, n, c.k);
+      check(out.At(t, n), ref.At(t, n), bound, "reference", t, n);
+      if (blocks) {
+        double exact = 0;
+        for (int64_t i = 0; i < c.k; ++i) exact += static_cast<double>(tw.dequant[n * c.k + i]) * qa.x_hat[i];
+        check(out.At(t, n), exact * tw.w.scale, IntegerPathBound(tw, c.dtype, qa, n, c.k), "sum w x_hat", t,
+              n);
+      }
+    }
+  }
+  // The padding between rows is untouched.
+  for (int64_t t = 0; t < c.tokens; ++t)
+    for (int64_t p = c.n; p < out.t.stride; ++p) ASSERT_EQ(out.Row(t)[p], 0.0f) << "wrote past row " << t;
+}
+
+class CpuOpsTest : public testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!cpu::IsaSupported(GetParam())) GTEST_SKIP() << "this CPU cannot run " << cpu::IsaName(GetParam());
+    ops_ = CreateCpuOps(GetParam());
+  }
+  std::unique_ptr<Ops> ops_;
+  std::mt19937 rng_{1234};
+};
+
+std::string IsaParamName(const testing::TestParamInfo<Isa>& info) {
+  return cpu::IsaName(info.param);
+}
+
+TEST_P(CpuOpsTest, MatMulPlainFloats) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {
+    for (int64_t tokens : {1, 2, 3, 4, 5, 17, 64}) {
+      for (int64_t n : {1, 3, 17, 64, 130}) {
+        for (int64_t k : {1, 7, 16, 33, 100, 261}) {
+          const float scale = t == DType::kF8E4M3 ? 0.0123f : 1.0f;
+          CheckMatMul(*ops_, {t, tokens, n, k, scale}, rng_);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CpuOpsTest, MatMulGemmLargerThanOneBlock) {
+  // Several packed blocks in both directions (kNc = kKc = 256) and a multi-threaded split.
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) CheckMatMul(*ops_, {t, 29, 600, 700, 1.0f}, rng_);
+}
+
+TEST_P(CpuOpsTest, MatMulBlockFormats) {
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+    for (int64_t tokens : {1, 2, 3, 4, 5, 17, 64}) {
+      for (int64_t n : {1, 3, 17, 64, 130}) {
+        for (int64_t k : {32, 96, 288}) CheckMatMul(*ops_, {t, tokens, n, k, 1.0f}, rng_);
+      }
+    }
+  }
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (int64_t tokens : {1, 2, 3, 4, 5, 17, 64}) {
+      for (int64_t n : {1, 3, 17, 64, 130}) {
+        for (int64_t k : {256, 768}) CheckMatMul(*ops_, {t, tokens, n, k, 1.0f}, rng_);
+      }
+    }
+  }
+}
+
+TEST_P(CpuOpsTest, MatMulSameAsGenericKernels) {
+  // Every ISA quantises activations identically, so for the block formats only the f32 work differs:
+  // twice the float part of MatMulBound. For plain floats, twice gamma_{k + 4} * sum|x w|.
+  auto generic = CreateCpuOps(Isa::kGeneric);
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kQ4_0, DType::kQ5_1, DType::kQ8_0,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    SCOPED_TRACE(DTypeName(t));
+    const int64_t tokens = 9, n = 70, k = 512;
+    TestWeight tw = MakeWeight(t, n, k, rng_);
+    HostTensor x(tokens, k);
+    FillNormal(x, rng_, 1.0f, 0.3f);
+    HostTensor a(tokens, n), b(tokens, n);
+    ops_->MatMul(x.t, tw.w, a.t);
+    generic->MatMul(x.t, tw.w, b.t);
+    for (int64_t r = 0; r < tokens; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        double big = 0;
+        for (int64_t i = 0; i < k; ++i) big += tw.magnitude[c * k + i] * (std::fabs(x.At(r, i)) * 1.01);
+        const int64_t nb = IsBlockFormat(t) ? k / GetDTypeInfo(t).block_size : k;
+        const double bound = 2 * 4.0 * (nb + 16) * kU * big + 1e-30;
+        ASSERT_LE(std::fabs(static_cast<double>(a.At(r, c)) - b.At(r, c)), bound) << r << "," << c;
+      }
+    }
+  }
+}
+
+// ---- norms, rope, element-wise ---------------------------------------------------------------------------
+
+TEST_P(CpuOpsTest, RmsNorm) {
+  auto ref_ops = CreateReferenceOps();
+  for (DType wt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t rows : {1, 3, 17}) {
+      for (int64_t cols : {1, 7, 64, 4099}) {
+        SCOPED_TRACE(testing::Message() << DTypeName(wt) << " " << rows << "x" << cols);
+        HostTensor x(rows, cols);
+        FillNormal(x, rng_, 3.0f);
+        TestWeight w = MakeWeight(wt, 1, cols, rng_);
+        HostTensor out(rows, cols, 1, 2), ref(rows, cols);
+        ops_->RmsNorm(x.t, w.w, 1e-5f, out.t);
+        ref_ops->RmsNorm(x.t, w.w_f32, 1e-5f, ref.t);
+        // sum x^2 of positive terms in f32: relative error gamma_cols; the inverse square root adds a
+        // few roundings and halves the relative error; rounding x * inv and the weight multiply add
+        // one each: |err| <= (cols / 2 + 8) u |out|, doubled for the reference's own rounding.
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            ASSERT_NEAR(out.At(r, c), ref.At(r, c), (cols + 16) * kU * std::fabs(ref.At(r, c)) + 1e-30)
+                << r << "," << c;
+        // In place (x and out alias).
+        HostTensor inplace = Copy(x);
+        ops_->RmsNorm(inplace.t, w.w, 1e-5f, inplace.t);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(inplace.At(r, c), out.At(r, c));
+      }
+    }
+  }
+}
+
+StepBatch MixedBatch(int page_size, std::vector<std::pair<int, int>> seqs /* (n_rows, n_past) */,
+                     int32_t* n_pages_total, std::mt19937& rng) {
+  StepBatch batch;
+  batch.page_size = page_size;
+  int32_t total = 0;
+  std::vector<std::vector<int32_t>> tables;
+  for (auto [rows, past] : seqs) {
+    const int32_t pages = (rows + past + page_size - 1) / page_size;
+    tables.emplace_back(pages);
+    total += pages;
+  }
+  // Pages scattered over the pool, with a spare at the end.
+  std::vector<int32_t> ids(total + 1);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  int32_t next = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (auto& p : tables[i]) p = ids[next++];
+    batch.AddSeq(seqs[i].first, seqs[i].second, tables[i]);
+  }
+  *n_pages_total = total + 1;
+  return batch;
+}
+
+TEST_P(CpuOpsTest, RopeNorm) {
+  auto ref_ops = CreateReferenceOps();
+  for (int head_dim : {8, 36, 128}) {
+    for (bool with_norm : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << (with_norm ? " +norm" : ""));
+      const int n_heads = 3, half = head_dim / 2;
+      int32_t n_pages = 0;
+      StepBatch batch = MixedBatch(16, {{5, 0}, {1, 4000}, {3, 77}}, &n_pages, rng_);
+      ops_->BeginStep(batch);
+      ref_ops->BeginStep(batch);
+      std::vector<float> freq(half);
+      for (int i = 0; i < half; ++i) freq[i] = static_cast<float>(std::pow(11158839.9, -2.0 * i / head_dim));
+      Weight inv_freq;
+      inv_freq.rows = 1;
+      inv_freq.cols = half;
+      inv_freq.data = freq.data();
+      TestWeight norm = MakeWeight(DType::kBF16, 1, head_dim, rng_);
+      HostTensor x(batch.n_rows(), n_heads * head_dim);
+      FillNormal(x, rng_);
+      HostTensor a = Copy(x), b = Copy(x);
+      ops_->RopeNorm(a.t, n_heads, head_dim, inv_freq, with_norm ? &norm.w : nullptr, 1e-5f);
+      ref_ops->RopeNorm(b.t, n_heads, head_dim, inv_freq, with_norm ? &norm.w_f32 : nullptr, 1e-5f);
+      // The cos/sin tables are computed as the reference does (identical f32 values). The rotation
+      // x1 c - x2 s in f32 costs two roundings: 2u (|x1| + |x2|) (|c|, |s| <= 1). With the norm, that
+      // error is scaled by inv * |w| (inv <= 1/rms of the rotated head, recomputed here), plus the
+      // RMSNorm error of the RmsNorm test over head_dim values.
+      for (int64_t r = 0; r < batch.n_rows(); ++r) {
+        for (int h = 0; h < n_heads; ++h) {
+          const float* xin = x.Row(r) + h * head_dim;
+          const float* ref = b.Row(r) + h * head_dim;
+          const float* got = a.Row(r) + h * head_dim;
+          double ss = 0;
+          for (int j = 0; j < head_dim; ++j)
+            ss += static_cast<double>(xin[j]) * xin[j];  // rotation keeps the norm
+          const double inv = with_norm ? 1.0 / std::sqrt(ss / head_dim + 1e-5) : 1.0;
+          for (int j = 0; j < head_dim; ++j) {
+            const int p = j < half ? j + half : j - half;
+            const double w = with_norm ? std::fabs(norm.dequant[j]) : 1.0;
+            const double rot = 2 * kU * (std::fabs(xin[j]) + std::fabs(xin[p])) * inv * w;
+            const double bound = rot + (head_dim + 16) * kU * std::fabs(ref[j]) + 1e-30;
+            ASSERT_NEAR(got[j], ref[j], bound) << "row " << r << " head " << h << " dim " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CpuOpsTest, SwiGluAddGather) {
+  auto ref_ops = CreateReferenceOps();
+  for (int64_t rows : {1, 3, 17}) {
+    for (int64_t cols : {1, 15, 64, 1000, 5000}) {
+      SCOPED_TRACE(testing::Message() << rows << "x" << cols);
+      HostTensor g(rows, cols), u(rows, cols);
+      FillNormal(g, rng_, 6.0f);
+      FillNormal(u, rng_);
+      HostTensor out(rows, cols, 2, 0), ref(rows, cols);
+      ops_->SwiGlu(g.t, u.t, out.t);
+      ref_ops->SwiGlu(g.t, u.t, ref.t);
+      // exp to a few ulp (simd.h's polynomial, < 8u), then 1 + e, the products and the division: one
+      // rounding each: |err| <= 16 u |out|.
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_NEAR(out.At(r, c), ref.At(r, c), 16 * kU * std::fabs(ref.At(r, c)) + 1e-37) << r << "," << c;
+      // out aliasing gate.
+      HostTensor alias = Copy(g);
+      ops_->SwiGlu(alias.t, u.t, alias.t);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(alias.At(r, c), out.At(r, c));
+
+      // Add is one f32 rounding in both backends: exact equality.
+      HostTensor a = Copy(g), b = Copy(g);
+      ops_->Add(a.t, u.t);
+      ref_ops->Add(b.t, u.t);
+      for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(0, std::memcmp(a.Row(r), b.Row(r), cols * sizeof(float)));
+
+      std::vector<int32_t> idx = {static_cast<int32_t>(rows - 1), 0, static_cast<int32_t>(rows / 2)};
+      HostTensor ga(3, cols), gb(3, cols);
+      ops_->GatherRows(g.t, idx, ga.t);
+      ref_ops->GatherRows(g.t, idx, gb.t);
+      for (int r = 0; r < 3; ++r) ASSERT_EQ(0, std::memcmp(ga.Row(r), gb.Row(r), cols * sizeof(float)));
+    }
+  }
+}
+
+TEST_P(CpuOpsTest, EmbedAndCopies) {
+  auto ref_ops = CreateReferenceOps();
+  const std::vector<int32_t> ids = {5, 0, 41, 5, 17};
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K}) {
+    SCOPED_TRACE(DTypeName(t));
+    const int64_t cols = IsBlockFormat(t) ? 512 : 77;
+    TestWeight tw = MakeWeight(t, 42, cols, rng_, t == DType::kF8E4M3 ? 0.37f : 1.0f);
+    HostTensor out(5, cols), ref(5, cols);
+    if (IsBlockFormat(t)) {
+      // Block formats go through quant/'s DequantizeRow, which supports them once the quant branch lands.
+      try {
+        ops_->Embed(tw.w, ids, out.t);
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::kUnsupported) continue;
+        throw;
+      }
+      for (int i = 0; i < 5; ++i)
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_NEAR(out.At(i, c), tw.dequant[ids[i] * cols + c], 4 * kU * tw.magnitude[ids[i] * cols + c]);
+      continue;
+    }
+    ops_->Embed(tw.w, ids, out.t);
+    ref_ops->Embed(tw.w, ids, ref.t);
+    // Conversion and the scale multiply are exact or one identical rounding: equal bits.
+    for (int i = 0; i < 5; ++i) ASSERT_EQ(0, std::memcmp(out.Row(i), ref.Row(i), cols * sizeof(float))) << i;
+  }
+  // Copies of strided tensors.
+  HostTensor x(4, 9);
+  FillNormal(x, rng_);
+  std::vector<float> host(36), back(36);
+  ops_->CopyToHost(x.t, host.data());
+  HostTensor y(4, 9, 2, 0);
+  ops_->CopyFromHost(host.data(), y.t);
+  for (int r = 0; r < 4; ++r) ASSERT_EQ(0, std::memcmp(x.Row(r), y.Row(r), 9 * sizeof(float)));
+}
+
+// ---- KV cache and attention -----------------------------------------------------------------------------
+
+// A paged KV pool for one layer, owned.
+struct TestKv {
+  std::vector<uint8_t> k, v;
+  KvLayerView view;
+  TestKv(DType t, int n_kv_heads, int head_dim, int page_size, int64_t n_pages) {
+    view.dtype = t;
+    view.n_kv_heads = n_kv_heads;
+    view.head_dim = head_dim;
+    view.page_size = page_size;
+    view.n_pages = n_pages;
+    k.assign(view.PageBytes() * n_pages, 0);
+    v.assign(view.PageBytes() * n_pages, 0);
+    view.k = k.data();
+    view.v = v.data();
+  }
+};
+
+// ggml's q8_0 reference encoding, to check the cache the CPU backend writes.
+void TestQuantizeQ8_0(const float* x, BlockQ8_0* out) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+  out->d = F32ToF16(d);
+  for (int i = 0; i < 32; ++i) out->qs[i] = static_cast<int8_t>(std::round(x[i] * id));
+}
+
+struct AttentionCase {
+  DType kv_dtype;
+  int n_kv_heads, group, head_dim, page_size;
+};
+
+void CheckAttention(Ops& ops, const AttentionCase& c, std::mt19937& rng) {
+  SCOPED_TRACE(testing::Message() << "kv " << DTypeName(c.kv_dtype) << " kv_heads " << c.n_kv_heads
+                                  << " group " << c.group << " head_dim " << c.head_dim << " page "
+                                  << c.page_size);
+  auto ref_ops = CreateReferenceOps();
+  const int n_heads = c.n_kv_heads * c.group;
+  const int kv_width = c.n_kv_heads * c.head_dim;
+  // Sequences: a prompt chunk after nothing, decodes at several depths, a chunk after a long past.
+  const std::vector<std::pair<int, int>> seqs = {{6, 0}, {1, 9}, {1, 300}, {4, 37}, {1, 0}};
+  int32_t n_pages = 0;
+  std::mt19937 rng_batch(rng());
+  StepBatch step = MixedBatch(c.page_size, seqs, &n_pages, rng_batch);
+
+  // The past: one earlier step writes positions [0, n_past) of each sequence, with the same pages.
+  StepBatch past;
+  past.page_size = c.page_size;
+  for (const auto& s : step.seqs)
+    if (s.n_past > 0)
+      past.AddSeq(s.n_past, 0, std::span<const int32_t>(step.pages.data() + s.first_page, s.n_pages));
+
+  const bool ref_has_type = c.kv_dtype != DType::kQ8_0 || CanQuantizeTo(DType::kQ8_0);
+  TestKv mine(c.kv_dtype, c.n_kv_heads, c.head_dim, c.page_size, n_pages);
+  TestKv theirs(ref_has_type ? c.kv_dtype : DType::kF32, c.n_kv_heads, c.head_dim, c.page_size, n_pages);
+
+  auto write = [&](const StepBatch& b, HostTensor& k, HostTensor& v) {
+    ops.BeginStep(b);
+    ops.KvWrite(k.t, v.t, mine.view);
+    if (ref_has_type) {
+      ref_ops->BeginStep(b);
+      ref_ops->KvWrite(k.t, v.t, theirs.view);
+    }
+  };
+  std::vector<float> all_k, all_v;  // every row written, to check the q8_0 encoding
+  for (const StepBatch* b : {&past, &step}) {
+    if (b->n_rows() == 0) continue;
+    HostTensor k(b->n_rows(), kv_width), v(b->n_rows(), kv_width);
+    FillNormal(k, rng, 2.0f);
+    FillNormal(v, rng);
+    write(*b, k, v);
+    if (c.kv_dtype == DType::kQ8_0) {
+      // The cache must hold ggml's encoding of each head's row; d bit-exact, q within 1 (ties).
+      for (int64_t r = 0; r < b->n_rows(); ++r) {
+        const auto& s = b->seqs[b->row_seq[r]];
+        const int32_t pos = b->positions[r];
+        const int32_t page = b->pages[s.first_page + pos / c.page_size];
+        for (int hk = 0; hk < c.n_kv_heads; ++hk) {
+          for (auto [pool, src] : {std::pair{mine.k.data(), &k}, std::pair{mine.v.data(), &v}}) {
+            const auto* got = reinterpret_cast<const BlockQ8_0*>(
+                pool + page * mine.view.PageBytes() +
+                (static_cast<size_t>(hk) * c.page_size + pos % c.page_size) *
+                    DTypeBytes(DType::kQ8_0, c.head_dim));
+            for (int blk = 0; blk < c.head_dim / 32; ++blk) {
+              BlockQ8_0 want;
+              TestQuantizeQ8_0(src->Row(r) + hk * c.head_dim + blk * 32, &want);
+              ASSERT_EQ(got[blk].d, want.d);
+              for (int i = 0; i < 32; ++i) ASSERT_LE(std::abs(got[blk].qs[i] - want.qs[i]), 1);
+            }
+          }
+        }
+      }
+    }
+  }
+  if (ref_has_type && c.kv_dtype != DType::kQ8_0) {
+    // Same rounding (nearest even) in both: identical cache bytes.
+    ASSERT_EQ(mine.k, theirs.k);
+    ASSERT_EQ(mine.v, theirs.v);
+  }
+  if (!ref_has_type) {
+    // quant/ cannot decode q8_0 yet: give the reference the CPU cache decoded to f32, which tests the
+    // attention itself; the encoding was checked above.
+    const size_t n_pos = mine.k.size() / sizeof(BlockQ8_0) / (c.head_dim / 32);
+    for (auto [src, dst] : {std::pair{&mine.k, &theirs.k}, std::pair{&mine.v, &theirs.v}}) {
+      for (size_t p = 0; p < n_pos; ++p) {
+        const auto* blocks = reinterpret_cast<const BlockQ8_0*>(src->data()) + p * (c.head_dim / 32);
+        float* out = reinterpret_cast<float*>(dst->data()) + p * c.head_dim;
+        for (int i = 0; i < c.head_dim; ++i) out[i] = F16ToF32(blocks[i / 32].d) * blocks[i / 32].qs[i % 32];
+      }
+    }
+  }
+
+  HostTensor q(step.n_rows(), n_heads * c.head_dim);
+  FillNormal(q, rng);
+  HostTensor out(step.n_rows(), n_heads * c.head_dim, 4, 2), ref(step.n_rows(), n_heads * c.head_dim);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ops.BeginStep(step);
+  ops.Attention(q.t, mine.view, n_heads, scale, out.t);
+  ref_ops->BeginStep(step);
+  ref_ops->Attention(q.t, theirs.view, n_heads, scale, ref.t);
+
+  // Bound: a score s_j = scale * q.k_j has error D_j <= (head_dim + 2) u scale sum|q k_j| (a dot
+  // product plus the scale multiply); the softmax weights p_j then have relative error at most
+  // 2 max_j D_j + 8u (exp to a few ulp, the max subtraction) + n u (the running sum over n positions,
+  // and its rescaling per page); the output sum_j p_j v_j adds gamma_n relative to sum_j p_j |v_j|
+  // <= max_j |v_j|. So |err_d| <= (2 max_j D_j + (2n + 16) u) max_j |v_jd|. The f32 cache of the
+  // reference holds the same values as the CPU cache (identical bytes, or the decoded q8_0 cache).
+  int failures = 0;
+  for (int64_t r = 0; r < step.n_rows() && failures < 5; ++r) {
+    const auto& s = step.seqs[step.row_seq[r]];
+    const int32_t n = step.positions[r] + 1;
+    for (int h = 0; h < n_heads && failures < 5; ++h) {
+      const int hk = h / c.group;
+      std::vector<float> kr(c.head_dim), vr(c.head_dim);
+      double max_d = 0;
+      std::vector<double> max_v(c.head_dim, 0.0);
+      for (int32_t j = 0; j < n; ++j) {
+        const int32_t page = step.pages[s.first_page + j / c.page_size];
+        const size_t off =
+            page * theirs.view.PageBytes() + (static_cast<size_t>(hk) * c.page_size + j % c.page_size) *
+                                                 DTypeBytes(theirs.view.dtype, c.head_dim);
+        DequantizeRow(theirs.view.dtype, theirs.k.data() + off, kr.data(), c.head_dim);
+        DequantizeRow(theirs.view.dtype, theirs.v.data() + off, vr.data(), c.head_dim);
+        double dot_abs = 0;
+        for (int d = 0; d < c.head_dim; ++d) {
+          dot_abs += std::fabs(static_cast<double>(q.At(r, h * c.head_dim + d)) * kr[d]);
+          max_v[d] = std::max(max_v[d], std::fabs(static_cast<double>(vr[d])));
+        }
+        max_d = std::max(max_d, (c.head_dim + 2) * kU * scale * dot_abs);
+      }
+      for (int d = 0; d < c.head_dim; ++d) {
+        const double bound = (2 * max_d + (2.0 * n + 16) * kU) * max_v[d] + 1e-30;
+        const double got = out.At(r, h * c.head_dim + d), want = ref.At(r, h * c.head_dim + d);
+        if (!(std::fabs(got - want) <= bound)) {
+          ++failures;
+          ADD_FAILURE() << "row " << r << " head " << h << " dim " << d << ": " << got << " vs " << want
+                        << " (bound " << bound << ")";
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CpuOpsTest, KvWriteAndAttention) {
+  for (DType kv : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    for (int group : {1, 2, 4}) {
+      for (int head_dim : {32, 40, 128}) {
+        if (kv == DType::kQ8_0 && head_dim % 32 != 0) continue;
+        for (int page_size : {16, 5}) CheckAttention(*ops_, {kv, 2, group, head_dim, page_size}, rng_);
+      }
+    }
+  }
+}
+
+TEST_P(CpuOpsTest, AttentionUnusualGroups) {
+  // Groups without their own instantiation (3, 12) and the 7B shape (8 kv heads, group 4, head_dim 128).
+  CheckAttention(*ops_, {DType::kF32, 1, 3, 64, 16}, rng_);
+  CheckAttention(*ops_, {DType::kF16, 1, 12, 32, 16}, rng_);
+  CheckAttention(*ops_, {DType::kBF16, 8, 4, 128, 16}, rng_);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuOpsTest, testing::ValuesIn(AllIsas()), IsaParamName);
+
+// ---- the test's own dequantiser against quant/ (once quant/ supports the block formats) ---------------
+
+TEST(CpuOpsTestOracle, TestDequantizerMatchesQuant) {
+  std::mt19937 rng(7);
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ4_K,
+                  DType::kQ5_K, DType::kQ6_K}) {
+    SCOPED_TRACE(DTypeName(t));
+    const int64_t n = 512;
+    auto bytes = RandomWeightBytes(t, 1, n, rng);
+    std::vector<float> mine(n), mag(n), theirs(n);
+    TestDequantize(t, bytes.data(), n, mine.data(), mag.data());
+    try {
+      DequantizeRow(t, bytes.data(), theirs.data(), n);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kUnsupported) throw;
+      GTEST_SKIP() << "quant/ cannot dequantise " << DTypeName(t) << " yet";
+    }
+    // ggml's dequantisers compute in f32 (d * sc, then * q, then - min): a few roundings.
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(mine[i], theirs[i], 4 * kU * mag[i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace hymt
