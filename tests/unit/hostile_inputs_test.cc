@@ -1,12 +1,16 @@
-// Hostile inputs found while fuzzing and reviewing the parsers, each kept as a regression: a vocabulary
-// whose loading cost grows with the square of a token, text that spells control tokens inside a
-// translation request, and nesting deep enough to exhaust a recursive parser's stack.
+// Hostile inputs found while fuzzing and reviewing the parsers, each kept as a regression: files whose
+// loading cost grew with the square of their size (a long vocabulary token, a config of many keys, an
+// index of many shards), text that spells control tokens inside a translation request, and nesting
+// deep enough to exhaust a recursive parser's stack.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 
 #include "core/mapped_file.h"
+#include "formats/hf_config.h"
+#include "formats/safetensors.h"
 #include "core/status.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -94,6 +98,47 @@ TEST(HostileInputs, DeepNestingInATokenizerJsonIsAnError) {
     return s + "1" + std::string(200000, '}');
   }();
   EXPECT_THROW(Tokenizer::FromTokenizerJsonText(deep_objects, "deep/tokenizer.json"), Error);
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Duplicate keys were found by comparing every pair: a 3 MB config.json of 200,000 keys took about a
+// minute to parse.
+TEST(HostileInputs, ConfigWithManyKeysParsesInLinearTime) {
+  std::string text = R"({"model_type":"x","vocab_size":1,"hidden_size":1,"intermediate_size":1,)"
+                     R"("num_hidden_layers":1,"num_attention_heads":1)";
+  for (int i = 0; i < 200000; ++i) text += StrCat(",\"k", i, "\":", i);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW(ParseHfConfig(text + "}", "many/config.json"));
+  EXPECT_LT(SecondsSince(t0), 10.0);
+  // A duplicate is still found, and named.
+  try {
+    ParseHfConfig(text + ",\"k7\":0}", "many/config.json");
+    ADD_FAILURE() << "a repeated key was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'k7' appears twice"), std::string::npos) << e.what();
+  }
+}
+
+// Shards were collected with a linear search per entry: an index of 200,000 entries naming distinct
+// shards took about a minute before the first missing shard was reported.
+TEST(HostileInputs, IndexWithManyShardsFailsQuickly) {
+  const std::string dir = test::TempDir();
+  std::string index = R"({"metadata":{},"weight_map":{)";
+  for (int i = 0; i < 200000; ++i) index += StrCat(i ? "," : "", "\"t", i, "\":\"shard-", i, ".safetensors\"");
+  index += "}}";
+  std::ofstream(dir + "/model.safetensors.index.json") << index;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    SafetensorsSource::OpenFolder(dir);
+    ADD_FAILURE() << "an index of missing shards was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shard-0.safetensors"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(SecondsSince(t0), 10.0);
 }
 
 }  // namespace
