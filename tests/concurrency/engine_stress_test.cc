@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <random>
@@ -82,7 +83,7 @@ TEST_F(EngineStress, EveryRequestCompletesExactlyOnceAndEveryPageReturns) {
   const int32_t vocab = static_cast<int32_t>(model_->config.vocab_rows);
 
   constexpr int kThreads = 8;
-  constexpr int kPerThread = 40;
+  constexpr int kPerThread = 100;
   Ledger ledger;
   std::atomic<int64_t> accepted{0}, refused{0}, invalid{0};
   std::mutex ids_mu;
@@ -136,7 +137,7 @@ TEST_F(EngineStress, EveryRequestCompletesExactlyOnceAndEveryPageReturns) {
             EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
             ++invalid;
           }
-          std::this_thread::sleep_for(milliseconds(2));
+          std::this_thread::sleep_for(milliseconds(5 + rng() % 10));  // back off, as a client would
           continue;
         }
         id_box->store(id);
@@ -180,6 +181,14 @@ TEST_F(EngineStress, EveryRequestCompletesExactlyOnceAndEveryPageReturns) {
   EXPECT_GT(ledger.reasons[FinishReason::kDeadline], 0);
   EXPECT_EQ(ledger.reasons[FinishReason::kError], 0);
   const EngineStats s = engine->stats();
+  std::printf(
+      "[stress] %lld accepted (%d cancelled, %d past deadline, %d stopped, %d at length), %lld refused "
+      "(queue full), %lld invalid; %lld steps, %lld preemptions\n",
+      static_cast<long long>(accepted.load()), ledger.reasons[FinishReason::kCancelled],
+      ledger.reasons[FinishReason::kDeadline], ledger.reasons[FinishReason::kStop],
+      ledger.reasons[FinishReason::kLength], static_cast<long long>(refused.load()),
+      static_cast<long long>(invalid.load()), static_cast<long long>(s.steps),
+      static_cast<long long>(s.preemptions));
   EXPECT_EQ(s.kv_pages_used, 0) << "KV pages leaked";
   EXPECT_EQ(s.queued, 0);
   EXPECT_EQ(s.running, 0);

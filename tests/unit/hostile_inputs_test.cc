@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "core/mapped_file.h"
+#include "core/status.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
-#include "core/status.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "translate/languages.h"
@@ -127,7 +127,8 @@ TEST(HostileInputs, ConfigWithManyKeysParsesInLinearTime) {
 TEST(HostileInputs, IndexWithManyShardsFailsQuickly) {
   const std::string dir = test::TempDir();
   std::string index = R"({"metadata":{},"weight_map":{)";
-  for (int i = 0; i < 200000; ++i) index += StrCat(i ? "," : "", "\"t", i, "\":\"shard-", i, ".safetensors\"");
+  for (int i = 0; i < 200000; ++i)
+    index += StrCat(i ? "," : "", "\"t", i, "\":\"shard-", i, ".safetensors\"");
   index += "}}";
   std::ofstream(dir + "/model.safetensors.index.json") << index;
   const auto t0 = std::chrono::steady_clock::now();
