@@ -2,12 +2,13 @@
 # Installs the Debian packages hymt needs to build, run and test. Idempotent: installs only what is
 # missing. Works as root on a fresh Debian 12 (uses sudo when not root).
 #   scripts/setup-deps.sh          build + run dependencies
-#   scripts/setup-deps.sh --test   also what the tests need (browser, load generator, fuzzing)
+#   scripts/setup-deps.sh --test   also what the tests need (browser and a CJK font for its screenshots,
+#                                  load generator, fuzzing)
 set -euo pipefail
 
 BUILD_PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates
             libcpp-httplib-dev libicu-dev libcld2-dev libsqlite3-dev zlib1g-dev)
-TEST_PKGS=(libgtest-dev libgmock-dev libbenchmark-dev python3 chromium wrk clang
+TEST_PKGS=(libgtest-dev libgmock-dev libbenchmark-dev python3 chromium fonts-wqy-zenhei wrk clang
            libclang-rt-14-dev curl)
 
 pkgs=("${BUILD_PKGS[@]}")

@@ -86,6 +86,12 @@ std::vector<std::string> Args::GetAll(const std::string& name) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
+std::optional<bool> Args::TakesValue(const std::string& name) const {
+  auto it = specs_.find(name);
+  if (it == specs_.end()) return std::nullopt;
+  return it->second.takes_value;
+}
+
 bool Args::Has(const std::string& name) const { return values_.count(name) > 0; }
 bool Args::GetFlag(const std::string& name) const { return Has(name); }
 

@@ -31,6 +31,8 @@ class Args {
   double GetDouble(const std::string& name) const;
   uint64_t GetBytes(const std::string& name) const;      // "6G", "512M", ...
   const std::vector<std::string>& positional() const { return positional_; }
+  // Whether a declared option takes a value (false for a flag); nullopt when `name` is not declared.
+  std::optional<bool> TakesValue(const std::string& name) const;
   std::string Help() const;
 
  private:

@@ -16,6 +16,9 @@
 #include "formats/safetensors_writer.h"
 #include "model/shapes.h"
 #include "model/weights.h"
+#include "quant/recipe.h"
+#include "runtime/gguf_export.h"
+#include "runtime/loader.h"
 
 namespace hymt {
 namespace {
@@ -108,18 +111,37 @@ void WriteByteVocabulary(const std::string& path) {
 int RunMakeRandom(int argc, char** argv) {
   Args args("hymt make-random --shape hunyuan-7b|hy-1.8b|tiny --type f32|f16|bf16 -o DIR");
   args.Option("shape", "hunyuan-7b, hy-1.8b or tiny", "hunyuan-7b")
-      .Option("type", "stored type of the matrices: f32, f16 or bf16 (quantised types: make a bf16 "
-                      "checkpoint, then `hymt quantize`)",
+      .Option("type", "f32, f16, bf16 (a Hugging Face folder) or a GGUF format: q8_0, q6_k, q5_k_m, q4_k_m, "
+                      "q5_0, q5_1, q4_0, q4_1 (-o then names a .gguf file)",
               "bf16")
-      .Option("o", "output folder (a Hugging Face checkpoint)")
+      .Option("o", "output folder, or .gguf file for the quantised types")
       .Option("seed", "random seed", "1")
       .Option("shard-gib", "largest safetensors shard in GiB", "4");
   if (!args.Parse(argc, argv)) return 0;
   if (!args.Has("o")) Fail(ErrorCode::kInvalidArgument, "-o DIR is required");
   ModelConfig c = ShapeConfig(args.Get("shape"));
   DType type;
-  if (!ParseDType(args.Get("type"), &type) || !(type == DType::kF32 || type == DType::kF16 || type == DType::kBF16))
-    Fail(ErrorCode::kInvalidArgument, "--type must be f32, f16 or bf16 here; use `hymt quantize` for GGUF types");
+  const std::string type_name = args.Get("type");
+  if (!ParseDType(type_name, &type) || !(type == DType::kF32 || type == DType::kF16 || type == DType::kBF16)) {
+    // A GGUF format: random bf16 weights in a scratch folder beside the output, quantised into the file.
+    if (!IsKnownRecipe(type_name)) Fail(ErrorCode::kInvalidArgument, "unknown --type '", type_name, "'");
+    const std::string out = args.Get("o");
+    if (!EndsWith(out, ".gguf")) Fail(ErrorCode::kInvalidArgument, "-o must name a .gguf file for --type ", type_name);
+    const std::string scratch = out + ".bf16-tmp";
+    std::vector<std::string> sub = {"make-random", "--shape", args.Get("shape"), "--type", "bf16", "-o", scratch,
+                                    "--seed", args.Get("seed")};
+    std::vector<char*> sub_argv;
+    for (auto& a : sub) sub_argv.push_back(a.data());
+    int rc = RunMakeRandom(static_cast<int>(sub_argv.size()), sub_argv.data());
+    if (rc != 0) return rc;
+    {
+      LoadedModel m = LoadModel(scratch);
+      ExportGguf(m, type_name, out);
+    }
+    std::filesystem::remove_all(scratch);
+    std::fprintf(stderr, "wrote %s: shape %s, %s\n", out.c_str(), args.Get("shape").c_str(), type_name.c_str());
+    return 0;
+  }
   const std::string dir = args.Get("o");
   std::filesystem::create_directories(dir);
   const uint64_t seed = static_cast<uint64_t>(args.GetInt("seed"));

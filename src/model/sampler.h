@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "ops/ops.h"
+
 namespace hymt {
 
 struct SamplingParams {
@@ -33,8 +35,11 @@ class Sampler {
 
   // Returns the next token id in [0, n_valid): logits beyond n_valid (embedding rows without a token)
   // are never chosen. `history` holds the tokens the repetition penalty applies to (each once or more).
-  // Ties in greedy mode go to the lowest id.
+  // Ties in greedy mode go to the lowest id. Returns kNonFiniteLogits when the logits hold a NaN or inf.
   int32_t Sample(std::span<const float> logits, int32_t n_valid, std::span<const int32_t> history);
+
+  // The spec for the next token (draws this step's random number), for Ops::SampleTokens.
+  SampleSpec NextSpec(std::span<const int32_t> history);
 
   const SamplingParams& params() const { return params_; }
 
@@ -42,7 +47,6 @@ class Sampler {
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<float> scratch_;
-  std::vector<int32_t> order_;
 };
 
 }  // namespace hymt

@@ -108,6 +108,19 @@ struct StepBatch {
   void AddSeq(int32_t n_rows, int32_t n_past, std::span<const int32_t> page_table);
 };
 
+// What Ops::SampleTokens writes for a row of logits that is not all finite.
+inline constexpr int32_t kNonFiniteLogits = -1;
+
+// How one row of logits is turned into a token (see Ops::SampleTokens).
+struct SampleSpec {
+  float temperature = 0;            // <= 0: greedy
+  int top_k = 0;                    // <= 0: no limit
+  float top_p = 1;                  // >= 1: no limit
+  float repetition_penalty = 1;     // 1: off
+  double uniform = 0;               // the draw, in [0, 1), made by the caller's seeded generator
+  std::span<const int32_t> history;  // tokens the repetition penalty applies to (host)
+};
+
 // Device memory owned by a backend; freed when destroyed.
 class Buffer {
  public:
@@ -174,6 +187,16 @@ class Ops {
 
   // out[i, :] = x[rows[i], :]; rows (host) has out.rows entries.
   virtual void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor out) = 0;
+
+  // Picks the next token of each row of logits [rows, vocab] (f32 or the activation type): the
+  // transformers pipeline of model/sampler.h — repetition penalty over the row's history, then greedy
+  // (argmax, lowest id on ties) or temperature, top-k, top-p and a draw at the row's uniform number.
+  // Only ids < n_valid are chosen. Writes one id per row to `out` (host), or kNonFiniteLogits for a row
+  // whose logits [0, n_valid) hold a NaN or an infinity (damaged weights: no token is meaningful, and
+  // NaN scores cannot be ordered). The default implementation copies the logits to the host and
+  // samples there; devices override it to copy back ids only.
+  virtual void SampleTokens(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid,
+                            std::span<int32_t> out);
 };
 
 // The scalar reference implementation (host memory, accumulates in double): the test oracle for

@@ -63,3 +63,12 @@ int64_t PeakResidentBytes() {
 }
 
 }  // namespace hymt
+
+namespace hymt {
+
+void ResetPeakResident() {
+  // Linux: writing 5 to clear_refs resets the peak RSS (VmHWM) to the current RSS.
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
+}  // namespace hymt

@@ -13,5 +13,7 @@ double MeasureHostReadBandwidth(size_t bytes = size_t{1} << 30, int repeats = 5)
 
 // Peak resident memory of this process (VmHWM), in bytes.
 int64_t PeakResidentBytes();
+// Resets that peak to the current resident size (so a measurement buffer freed before does not count).
+void ResetPeakResident();
 
 }  // namespace hymt

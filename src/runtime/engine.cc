@@ -1,7 +1,6 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <future>
 #include <set>
@@ -25,16 +24,6 @@ const char* FinishReasonName(FinishReason r) {
   }
   return "?";
 }
-
-namespace {
-
-bool AllFinite(std::span<const float> values) {
-  for (float v : values)
-    if (!std::isfinite(v)) return false;
-  return true;
-}
-
-}  // namespace
 
 bool LooksLikeLoop(const std::vector<int32_t>& tokens, int32_t min_tokens) {
   if (min_tokens <= 0 || static_cast<int32_t>(tokens.size()) < min_tokens) return false;
@@ -100,7 +89,6 @@ Engine::Engine(std::shared_ptr<const HunyuanModel> model, Placement placement, E
   logits_.stride = vocab;
   logits_.device = placement_.head->device();
   buffers_.push_back(std::move(logit_buf));
-  host_logits_.resize(static_cast<size_t>(vocab * options_.max_seqs));
   staging_.resize(static_cast<size_t>(options_.max_step_tokens) * c.hidden * 4 * 2);
 
   thread_ = std::thread([this] { Loop(); });
@@ -425,14 +413,13 @@ void Engine::Step() {
   RunForward(plan, rows);
   stat_steps_.fetch_add(1);
 
-  // Sample for the sequences whose fed tokens reached their end.
-  int64_t sampled = 0;
-  int32_t logit_row = 0;
+  // Sample for the sequences whose fed tokens reached their end, on the head's device (only ids come
+  // back to the host).
   const int64_t vocab = logits_.cols;
   const int32_t n_valid = options_.n_valid_tokens > 0 ? std::min<int32_t>(options_.n_valid_tokens, vocab)
                                                        : static_cast<int32_t>(vocab);
-  std::vector<std::pair<Sequence*, FinishReason>> finished;
-  std::vector<Sequence*> failed;
+  std::vector<Sequence*> sampling;
+  std::vector<SampleSpec> specs;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i];
     if (!s.has_started) {
@@ -441,16 +428,24 @@ void Engine::Step() {
     }
     s.n_cached += rows[i];
     if (s.n_cached != static_cast<int32_t>(s.tokens.size())) continue;
-    std::span<const float> logits(host_logits_.data() + logit_row * vocab, static_cast<size_t>(vocab));
-    ++logit_row;
-    if (!AllFinite(logits.first(static_cast<size_t>(n_valid)))) {
-      // Damaged weights (NaN or inf) give NaN logits, which the sampler cannot order; the sequence
-      // ends with an error instead of an arbitrary token.
+    sampling.push_back(&s);
+    specs.push_back(s.sampler->NextSpec(s.tokens));
+  }
+  std::vector<int32_t> next(sampling.size());
+  if (!sampling.empty())
+    placement_.head->SampleTokens(logits_.Rows(0, static_cast<int64_t>(sampling.size())), specs, n_valid, next);
+  const int64_t sampled = static_cast<int64_t>(sampling.size());
+  std::vector<std::pair<Sequence*, FinishReason>> finished;
+  std::vector<Sequence*> failed;
+  for (size_t i = 0; i < sampling.size(); ++i) {
+    Sequence& s = *sampling[i];
+    const int32_t token = next[i];
+    if (token == kNonFiniteLogits) {
+      // Damaged weights (NaN or inf) poison the logits: the sequence ends with an error rather than
+      // an arbitrary token.
       failed.push_back(&s);
       continue;
     }
-    int32_t token = s.sampler->Sample(logits, n_valid, s.tokens);
-    ++sampled;
     if (std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), token) != s.req.stop_ids.end()) {
       finished.emplace_back(&s, FinishReason::kStop);
       continue;
@@ -552,15 +547,7 @@ void Engine::RunForward(const std::vector<Sequence*>& seqs, const std::vector<in
     return;
   }
   const int64_t k = static_cast<int64_t>(logit_rows.size());
-  Tensor out = logits_.Rows(0, k);
-  m.Logits(*head, activations_.at(head), logit_rows, out);
-  if (out.dtype == DType::kF32) {
-    head->CopyToHost(out, host_logits_.data());
-  } else {
-    std::vector<uint16_t> tmp(static_cast<size_t>(k * out.cols));
-    head->CopyToHost(out, tmp.data());
-    for (size_t i = 0; i < tmp.size(); ++i) host_logits_[i] = Bf16ToF32(tmp[i]);
-  }
+  m.Logits(*head, activations_.at(head), logit_rows, logits_.Rows(0, k));
 }
 
 }  // namespace hymt

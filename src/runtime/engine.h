@@ -134,8 +134,7 @@ class Engine {
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::map<Ops*, Activations> activations_;
   std::unique_ptr<KvCache> kv_;
-  Tensor logits_;                      // [max_seqs, vocab_rows] f32 on the head's device
-  std::vector<float> host_logits_;     // [max_seqs * vocab_rows]
+  Tensor logits_;                      // [max_seqs, vocab_rows] on the head's device
   std::vector<uint8_t> staging_;       // host staging for cross-device activation copies
 
   mutable std::mutex mu_;

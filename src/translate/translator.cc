@@ -1,6 +1,7 @@
 #include "translate/translator.h"
 
 #include <algorithm>
+#include <exception>
 #include <condition_variable>
 #include <mutex>
 
@@ -16,6 +17,8 @@ constexpr int32_t kOutputTokensPerInputToken = 4;
 constexpr int32_t kOutputTokensSlack = 64;
 // A generation repeating one short pattern for this many tokens is stopped.
 constexpr int32_t kLoopGuardTokens = 64;
+// Segments of one request queued on the engine at once; more are submitted as these finish.
+constexpr size_t kMaxInFlightSegments = 256;
 
 }  // namespace
 
@@ -102,10 +105,11 @@ TranslateResult Translator::Translate(const TranslateRequest& request) {
     }
   }
 
-  // Everything below runs the pieces as one batch on the engine and waits for all of them.
+  // The pieces run on the engine in waves of at most kMaxInFlightSegments (a 10,000-sentence document
+  // does not flood the engine's queue), and this thread waits for all of them.
   std::mutex mu;
   std::condition_variable cv;
-  size_t remaining = pieces.size();
+  size_t in_flight = 0, finished = 0;
   std::vector<uint64_t> ids;
   const uint64_t group = request.group != 0 ? request.group : next_group_.fetch_add(1);
   const SamplingParams sampling = request.sampling.value_or([&] {
@@ -119,83 +123,90 @@ TranslateResult Translator::Translate(const TranslateRequest& request) {
     return p;
   }());
 
-  // Assembles text t from its segments: finished or partial outputs in order.
+  // Text t's translation so far: its untranslated segments and its pieces' outputs, in order.
+  std::vector<size_t> first_piece(request.texts.size() + 1, pieces.size());
+  for (size_t i = pieces.size(); i-- > 0;) first_piece[pieces[i].text] = i;
+  for (size_t t = request.texts.size(); t-- > 0;) first_piece[t] = std::min(first_piece[t], first_piece[t + 1]);
   auto assemble = [&](size_t t) {
     std::string out;
-    size_t k = 0;
-    for (size_t i = 0; i < pieces.size() && pieces[i].text < t; ++i) ++k;
-    for (size_t s = 0; s < segments[t].size(); ++s) {
-      if (!segments[t][s].translate) {
-        out += segments[t][s].text;
-      } else {
-        out += pieces[k++].output;
-      }
-    }
+    size_t k = first_piece[t];
+    for (const Segment& seg : segments[t]) out += seg.translate ? pieces[k++].output : seg.text;
     return out;
   };
 
-  auto cancel_all = [&] {
-    for (uint64_t id : ids) engine_.Cancel(id);
+  auto submit = [&](size_t i) {
+    GenerationRequest g;
+    g.prompt = prompts[i];
+    g.sampling = sampling;
+    g.sampling.seed = sampling.seed + i;
+    const int32_t src_tokens =
+        static_cast<int32_t>(tok.Encode(segments[pieces[i].text][pieces[i].segment].text, false).size());
+    const int32_t cap = kOutputTokensPerInputToken * src_tokens + kOutputTokensSlack;
+    const int32_t limit = request.max_new_tokens > 0 ? request.max_new_tokens : model_.generation.max_new_tokens;
+    g.max_new_tokens = std::max<int32_t>(1, std::min(cap, limit));
+    g.stop_ids = model_.stop_ids;
+    g.loop_guard_tokens = kLoopGuardTokens;
+    g.group = group;
+    g.deadline = request.deadline;
+    auto decoder = std::make_shared<StreamDecoder>(tok);
+    g.on_token = [&, i, decoder](int32_t token) {
+      std::string piece = decoder->Push(token);
+      if (piece.empty()) return true;
+      std::string so_far;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        pieces[i].output += piece;
+        if (request.on_partial) so_far = assemble(pieces[i].text);
+      }
+      if (request.on_partial) request.on_partial(pieces[i].text, so_far);
+      return !(request.cancelled && request.cancelled->load());
+    };
+    g.on_done = [&, i, decoder](const GenerationResult& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      pieces[i].output += decoder->Finish();
+      pieces[i].done = true;
+      pieces[i].outcome = r;
+      --in_flight;
+      ++finished;
+      cv.notify_all();
+    };
+    ids.push_back(engine_.Submit(std::move(g)));
   };
 
-  try {
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      GenerationRequest g;
-      g.prompt = prompts[i];
-      g.sampling = sampling;
-      g.sampling.seed = sampling.seed + i;
-      const int32_t src_tokens = static_cast<int32_t>(tok.Encode(segments[pieces[i].text][pieces[i].segment].text, false).size());
-      int32_t cap = kOutputTokensPerInputToken * src_tokens + kOutputTokensSlack;
-      int32_t limit = request.max_new_tokens > 0 ? request.max_new_tokens : model_.generation.max_new_tokens;
-      g.max_new_tokens = std::max<int32_t>(1, std::min(cap, limit));
-      g.stop_ids = model_.stop_ids;
-      g.loop_guard_tokens = kLoopGuardTokens;
-      g.group = group;
-      g.deadline = request.deadline;
-      auto decoder = std::make_shared<StreamDecoder>(tok);
-      g.on_token = [&, i, decoder](int32_t token) {
-        std::string piece = decoder->Push(token);
-        if (piece.empty()) return true;
-        std::string so_far;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          pieces[i].output += piece;
-          if (request.on_partial) so_far = assemble(pieces[i].text);
-        }
-        if (request.on_partial) request.on_partial(pieces[i].text, so_far);
-        return !(request.cancelled && request.cancelled->load());
-      };
-      g.on_done = [&, i, decoder](const GenerationResult& r) {
-        std::lock_guard<std::mutex> lock(mu);
-        pieces[i].output += decoder->Finish();
-        pieces[i].done = true;
-        pieces[i].outcome = r;
-        --remaining;
-        cv.notify_all();
-      };
-      ids.push_back(engine_.Submit(std::move(g)));
-    }
-  } catch (...) {
-    // Take back what was already queued before reporting (e.g. the queue filled up half way).
-    cancel_all();
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return remaining == pieces.size() - ids.size(); });
-    throw;
-  }
-
+  std::exception_ptr submit_error;
+  bool stop = false, cancel_sent = false;
+  size_t next = 0;
   {
     std::unique_lock<std::mutex> lock(mu);
-    bool cancelled_sent = false;
-    while (remaining > 0) {
-      cv.wait_for(lock, std::chrono::milliseconds(50));
-      if (!cancelled_sent && request.cancelled && request.cancelled->load()) {
-        cancelled_sent = true;
+    while (true) {
+      while (!stop && next < pieces.size() && in_flight < kMaxInFlightSegments) {
+        const size_t i = next++;
+        ++in_flight;
         lock.unlock();
-        cancel_all();
+        try {
+          submit(i);
+        } catch (...) {
+          submit_error = std::current_exception();  // e.g. the queue is full: take back what runs, then report
+        }
+        lock.lock();
+        if (submit_error) {
+          --in_flight;
+          stop = true;
+        }
+      }
+      if (finished == ids.size() && (stop || next == pieces.size())) break;
+      cv.wait_for(lock, std::chrono::milliseconds(50));
+      if (!cancel_sent && (submit_error || (request.cancelled && request.cancelled->load()))) {
+        cancel_sent = stop = true;
+        std::vector<uint64_t> to_cancel = ids;
+        lock.unlock();
+        for (uint64_t id : to_cancel) engine_.Cancel(id);
         lock.lock();
       }
     }
   }
+  if (submit_error) std::rethrow_exception(submit_error);
+  if (next < pieces.size()) Fail(ErrorCode::kCancelled, "translation cancelled");
 
   auto severity = [](FinishReason r) {
     switch (r) {

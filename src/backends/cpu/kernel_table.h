@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "quant/blocks.h"
 
 namespace hymt::cpu {
 
@@ -29,24 +30,31 @@ struct MatMulArgs {
 };
 
 // Up to this many tokens a matmul streams each weight row once and dots it with every token (GEMV,
-// memory bound); above it packs weight panels and runs the register-tiled GEMM.
+// memory bound: decode); above it, weight panels are converted to f32 (dequantised for the block
+// formats) and a register-tiled GEMM runs (compute bound: prefill, large decode batches).
 constexpr int kGemvMaxTokens = 4;
-// Per-thread scratch of the float GEMM (a packed panel of the weight), in bytes.
-constexpr size_t kGemmScratchBytes = size_t{512} << 10;
+// Per-thread scratch of the GEMM (a packed panel of the weight and a staging area), in bytes.
+constexpr size_t kGemmScratchBytes = size_t{640} << 10;
 // Row ranges handed to matmul kernels start at multiples of this (a whole GEMM register tile and whole
 // cache lines of every weight type).
 constexpr int64_t kMatMulRowAlign = 64;
 
-// Activations quantised for the simple block formats (q4_0, q4_1, q5_0, q5_1, q8_0): one block per 32
-// inputs. The scale is kept in f32 (more precise than a q8_0 block's f16, and free to use) and s
-// carries d * sum(qs), which folds the offset of q4_0/q5_0/q8_0 weights and the min of q4_1/q5_1
-// into one multiply per block. The K formats use BlockQ8_K from quant/blocks.h (d, qs, bsums).
-struct BlockQ8Act {
-  float d;
-  float s;
-  int8_t qs[32];
+// Activations of the integer GEMV, one row per token, quantised exactly as quant/'s QuantizeRow does
+// (quant/quant_dot.h: d = max|x| / 127, codes rounded to nearest even within [-127, 127]):
+//  simple formats (q4_0, q4_1, q5_0, q5_1, q8_0): n/32 BlockQ8_0 (f16 scale), followed by two f32
+//    arrays of n/32 for the kernels: d (the f16 scale widened) and s = d * sum(qs), which folds the offset
+//    of q4_0/q5_0 and the min of q4_1/q5_1 into one multiply per block;
+//  K formats (q4_k, q5_k, q6_k): n/256 BlockQ8_K (f32 scale, bsums).
+struct Q8ActRow {
+  const BlockQ8_0* blocks;
+  const float* d;
+  const float* s;
 };
-static_assert(sizeof(BlockQ8Act) == 40);
+inline Q8ActRow ViewQ8ActRow(const void* row, int64_t k) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(row);
+  const auto* d = reinterpret_cast<const float*>(blocks + k / 32);
+  return {blocks, d, d + k / 32};
+}
 
 // One (row, kv head) of attention: the `group` query heads that share kv head `kv_head` attend to
 // positions [0, n_positions) of one sequence through its page table.
@@ -67,25 +75,32 @@ struct AttentionTask {
   int kv_head = 0;
   DType kv_dtype = DType::kF32;
 };
-// Floats of scratch one attention task needs: scores of one page per query head, plus accumulators.
+// Floats of scratch one attention task needs: per query head one page of scores, the accumulators and
+// the running max and sum; then one page of K and V converted to f32.
 inline size_t AttentionScratchFloats(int group, int head_dim, int page_size) {
-  return static_cast<size_t>(group) * (static_cast<size_t>(page_size) + static_cast<size_t>(head_dim) + 2);
+  const size_t g = static_cast<size_t>(group), hd = static_cast<size_t>(head_dim),
+               ps = static_cast<size_t>(page_size);
+  return g * (ps + hd + 2) + 2 * ps * hd;
 }
 
 struct KernelTable {
   const char* isa = nullptr;
 
-  // ---- matmul_float.cc: weights in f32, f16, bf16 or f8_e4m3 ----
-  // Rows [n_begin, n_end) of out; `scratch` holds kGemmScratchBytes, 64-byte aligned, for this thread.
-  void (*matmul_float)(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) = nullptr;
+  // ---- matmul_float.cc ----
+  // GEMV for weights in f32, f16, bf16 or f8_e4m3 and up to kGemvMaxTokens tokens: rows [n_begin, n_end).
+  void (*gemv_float)(const MatMulArgs& a, int64_t n_begin, int64_t n_end) = nullptr;
+  // GEMM for every weight type (plain floats and the block formats), any number of tokens; `scratch`
+  // holds kGemmScratchBytes, 64-byte aligned, for this thread.
+  void (*gemm)(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) = nullptr;
 
-  // ---- matmul_quant.cc: the ggml block formats with int8 activations ----
-  // Bytes of one quantised activation row of k inputs for weights of type w (BlockQ8Act or BlockQ8_K).
+  // ---- matmul_quant.cc: GEMV for the ggml block formats with int8 activations ----
+  // Bytes of one quantised activation row of k inputs for weights of type w (see Q8ActRow).
   size_t (*quant_act_row_bytes)(DType w, int64_t k) = nullptr;
   void (*quantize_act_row)(DType w, const float* x, int64_t k, void* dst) = nullptr;
-  // As matmul_float, with x already quantised (rows xq_row_bytes apart); a.x is unused.
-  void (*matmul_quant)(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin,
-                       int64_t n_end) = nullptr;
+  // As gemv_float, with x already quantised (rows xq_row_bytes apart; a.x is unused). Any number of
+  // tokens works (in groups); the launcher uses it up to kGemvMaxTokens.
+  void (*gemv_quant)(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin,
+                     int64_t n_end) = nullptr;
 
   // ---- convert.cc: rows between f32 and stored types ----
   // dst = src * scale for t in f32, f16, bf16, f8_e4m3.

@@ -1,6 +1,7 @@
-// MatMul launcher: shape checks, the split over threads, activation quantisation for the block formats.
-// The kernels are kernels/matmul_float.cc (f32, f16, bf16, f8_e4m3) and kernels/matmul_quant.cc
-// (q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k).
+// MatMul launcher: shape checks, the GEMV / GEMM choice, the split over threads, and the activation
+// quantisation of the block formats' GEMV. Kernels: kernels/matmul_float.cc (GEMV of f32, f16, bf16,
+// f8_e4m3; the GEMM of every type) and kernels/matmul_quant.cc (GEMV of q4_0, q4_1, q5_0, q5_1, q8_0,
+// q4_k, q5_k, q6_k with int8 activations; their dequantisation for the GEMM).
 #include "backends/cpu/cpu_ops_impl.h"
 #include "core/status.h"
 
@@ -48,43 +49,42 @@ void CpuOps::MatMul(const Tensor& x, const Weight& w, Tensor out) {
   a.out = out.As<float>();
   a.out_stride = out.stride;
 
-  ThreadPool& pool = DefaultThreadPool();
-  const bool serial = x.rows * w.rows * w.cols < kSerialMacs;
-  if (IsFloatWeight(w.dtype)) {
-    size_t stride = 0;
-    uint8_t* scratch =
-        x.rows > kGemvMaxTokens ? gemm_scratch_.PerThread(pool.size(), kGemmScratchBytes, &stride) : nullptr;
-    auto run = [&](int64_t begin, int64_t end, int thread) {
-      k_.matmul_float(a, begin, end, scratch == nullptr ? nullptr : scratch + stride * thread);
-    };
-    if (serial) {
-      run(0, w.rows, 0);
-    } else {
-      ParallelChunks(pool, w.rows, kMatMulRowAlign, run);
-    }
-    return;
-  }
-  if (!IsQuantWeight(w.dtype))
+  const bool is_float = IsFloatWeight(w.dtype);
+  if (!is_float && !IsQuantWeight(w.dtype))
     Fail(ErrorCode::kUnsupported, "the CPU backend cannot multiply by ", DTypeName(w.dtype), " weights (",
          w.name, ")");
   const int64_t block = GetDTypeInfo(w.dtype).block_size;
   HYMT_CHECK(w.cols % block == 0, w.name, ": ", w.cols, " inputs is not a whole number of ",
              DTypeName(w.dtype), " blocks");
-  // Quantise each token's row once (int8 with a scale per block); then every thread reads them all.
+
+  ThreadPool& pool = DefaultThreadPool();
+  const bool serial = x.rows * w.rows * w.cols < kSerialMacs;
+  auto split_rows = [&](const std::function<void(int64_t, int64_t, int)>& fn) {
+    if (serial) {
+      fn(0, w.rows, 0);
+    } else {
+      ParallelChunks(pool, w.rows, kMatMulRowAlign, fn);
+    }
+  };
+
+  if (x.rows > kGemvMaxTokens) {  // GEMM: every weight type, packed f32 panels
+    size_t stride = 0;
+    uint8_t* scratch = gemm_scratch_.PerThread(serial ? 1 : pool.size(), kGemmScratchBytes, &stride);
+    split_rows(
+        [&](int64_t begin, int64_t end, int thread) { k_.gemm(a, begin, end, scratch + stride * thread); });
+    return;
+  }
+  if (is_float) {
+    split_rows([&](int64_t begin, int64_t end, int) { k_.gemv_float(a, begin, end); });
+    return;
+  }
+  // Block formats: quantise each token's row once (int8 with a scale per block), then every thread
+  // reads them all.
   const size_t xq_row = k_.quant_act_row_bytes(w.dtype, w.cols);
   uint8_t* xq = static_cast<uint8_t*>(act_scratch_.Get(xq_row * static_cast<size_t>(x.rows)));
-  auto quantize = [&](int64_t begin, int64_t end, int) {
-    for (int64_t t = begin; t < end; ++t)
-      k_.quantize_act_row(w.dtype, a.x + t * a.x_stride, a.k, xq + static_cast<size_t>(t) * xq_row);
-  };
-  auto run = [&](int64_t begin, int64_t end, int) { k_.matmul_quant(a, xq, xq_row, begin, end); };
-  if (serial) {
-    quantize(0, x.rows, 0);
-    run(0, w.rows, 0);
-  } else {
-    ParallelChunks(pool, x.rows, 1, quantize);
-    ParallelChunks(pool, w.rows, kMatMulRowAlign, run);
-  }
+  for (int64_t t = 0; t < x.rows; ++t)
+    k_.quantize_act_row(w.dtype, a.x + t * a.x_stride, a.k, xq + static_cast<size_t>(t) * xq_row);
+  split_rows([&](int64_t begin, int64_t end, int) { k_.gemv_quant(a, xq, xq_row, begin, end); });
 }
 
 }  // namespace hymt::cpu

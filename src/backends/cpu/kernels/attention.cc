@@ -4,8 +4,7 @@
 // read once per row (GQA group 4 on the 7B: 4x less cache traffic). Softmax is online, page by page:
 // the scores of a page are computed, the running max and sum updated (rescaling the accumulators when
 // the max grows), and the page's V rows added with their weights; nothing is O(context) in memory.
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "quant/blocks.h"
 
 namespace hymt::cpu::HYMT_ISA {
@@ -43,20 +42,72 @@ inline VF LoadKvPartial(const uint8_t* row, int i, int n) {
   if constexpr (T == DType::kQ8_0) return LoadKv<T>(row, i);
 }
 
+// One cached row as f32 (head_dim values).
 template <DType T>
-inline VF LoadKvAt(const uint8_t* row, int i, int hd) {
-  return i + kLanes <= hd ? LoadKv<T>(row, i) : LoadKvPartial<T>(row, i, hd - i);
+inline void RowToF32(const uint8_t* row, int hd, float* out) {
+  for (int i = 0; i < hd; i += kLanes) {
+    if (i + kLanes <= hd) {
+      Store(out + i, LoadKv<T>(row, i));
+    } else {
+      StorePartial(out + i, LoadKvPartial<T>(row, i, hd - i), hd - i);
+    }
+  }
 }
 
-// Scratch layout: scores [group][page_size], acc [group][head_dim], max [group], sum [group].
+// The positions of one page of one head: kLanes values of position j from element i, as f32.
+template <DType S>
+struct PageRows {
+  const uint8_t* base;
+  size_t stride;  // bytes from one position to the next
+  VF At(int j, int i) const { return LoadKv<S>(base + static_cast<size_t>(j) * stride, i); }
+  VF AtPartial(int j, int i, int n) const {
+    return LoadKvPartial<S>(base + static_cast<size_t>(j) * stride, i, n);
+  }
+};
+
+// out[i] = sum of the lanes of v[i], for kLanes vectors at once: a transpose-and-add tree (~3 ops per
+// vector instead of ~8 for a lone horizontal sum).
+inline void ReduceEach(const VF* v, float* out) {
+#if defined(HYMT_ISA_IS_avx512)
+  __m512 u[8], w[4];
+  for (int i = 0; i < 8; ++i)  // 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3] for a = v[2i], b = v[2i+1]
+    u[i] =
+        _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int m = 0; m < 4; ++m)  // 128-bit lane L: the lane-L sums of v[4m .. 4m+3]
+    w[m] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * m], u[2 * m + 1], 0x44),
+                         _mm512_shuffle_ps(u[2 * m], u[2 * m + 1], 0xee));
+  const __m512 y01 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(w[0], w[1], 0x44), _mm512_shuffle_f32x4(w[0], w[1], 0xee));
+  const __m512 y23 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(w[2], w[3], 0x44), _mm512_shuffle_f32x4(w[2], w[3], 0xee));
+  _mm512_storeu_ps(out,
+                   _mm512_add_ps(_mm512_shuffle_f32x4(y01, y23, 0x88), _mm512_shuffle_f32x4(y01, y23, 0xdd)));
+#elif defined(HYMT_ISA_IS_avx2)
+  const __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  _mm256_storeu_ps(out,
+                   _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31)));
+#else
+  out[0] = v[0];
+#endif
+}
+
+// Scratch layout: scores [group][page_size], acc [group][head_dim], max [group], sum [group], then the
+// page's K and V as f32 [page_size][head_dim] each.
 template <DType T, int kGroup>
 void AttendTyped(const AttentionTask& t, float* scratch) {
   const int group = kGroup > 0 ? kGroup : t.group;
   const int hd = t.head_dim, ps = t.page_size;
+  // Register budget of the V accumulators: half the vector registers, at most 8 vectors per head.
+  constexpr int kG = kGroup > 0 ? kGroup : 8;
+  constexpr int kSlice = Max(1, Min(8, kVectorRegisters / 2 / kG));
+  constexpr DType S = T == DType::kQ8_0 ? DType::kF32 : T;  // the type the page loops read
   float* scores = scratch;
   float* acc = scores + static_cast<size_t>(group) * ps;
   float* run_max = acc + static_cast<size_t>(group) * hd;
   float* run_sum = run_max + group;
+  float* k_conv = run_sum + group;  // [page_size][head_dim] each, for the q8_0 cache
+  float* v_conv = k_conv + static_cast<size_t>(ps) * hd;
   for (int g = 0; g < group; ++g) {
     run_max[g] = -__builtin_inff();
     run_sum[g] = 0.0f;
@@ -67,24 +118,46 @@ void AttendTyped(const AttentionTask& t, float* scratch) {
   for (int pi = 0; pi < n_pages; ++pi) {
     const size_t page_offset =
         static_cast<size_t>(t.pages[pi]) * t.page_bytes + static_cast<size_t>(t.kv_head) * t.head_bytes;
-    const uint8_t* k_page = t.k_pool + page_offset;
-    const uint8_t* v_page = t.v_pool + page_offset;
     const int np = Min(ps, t.n_positions - pi * ps);
+    // f32, f16 and bf16 rows are widened as they are loaded (cheap); q8_0 rows are decoded to f32 once
+    // per page, so that the block-scale work is not repeated for every query head of the group.
+    PageRows<S> kr{t.k_pool + page_offset, t.position_bytes}, vr{t.v_pool + page_offset, t.position_bytes};
+    if constexpr (T != S) {
+      for (int j = 0; j < np; ++j) {
+        RowToF32<T>(t.k_pool + page_offset + j * t.position_bytes, hd, k_conv + static_cast<size_t>(j) * hd);
+        RowToF32<T>(t.v_pool + page_offset + j * t.position_bytes, hd, v_conv + static_cast<size_t>(j) * hd);
+      }
+      kr = {reinterpret_cast<const uint8_t*>(k_conv), hd * sizeof(float)};
+      vr = {reinterpret_cast<const uint8_t*>(v_conv), hd * sizeof(float)};
+    }
 
-    // Scores of this page: q_g . k_j * scale, each K row loaded once for all g.
-    for (int j = 0; j < np; ++j) {
-      const uint8_t* k_row = k_page + static_cast<size_t>(j) * t.position_bytes;
-      VF dot[kGroup > 0 ? kGroup : 8];
-      for (int g = 0; g < group; ++g) dot[g] = Zero();
-      for (int i = 0; i < hd; i += kLanes) {
-        const VF kv = LoadKvAt<T>(k_row, i, hd);
-        for (int g = 0; g < group; ++g) {
-          const float* qg = t.q + static_cast<size_t>(g) * hd;
-          const VF qv = i + kLanes <= hd ? Load(qg + i) : LoadPartial(qg + i, hd - i);
-          dot[g] = Fma(kv, qv, dot[g]);
+    // Scores of this page, q_g . k_j * scale. kLanes positions at a time: their dot-product vectors
+    // are reduced together (ReduceEach); q_g's vectors are loaded once per kLanes positions.
+    for (int g = 0; g < group; ++g) {
+      const float* qg = t.q + static_cast<size_t>(g) * hd;
+      float* sg = scores + g * ps;
+      int j = 0;
+      if (hd % kLanes == 0) {
+        for (; j + kLanes <= np; j += kLanes) {
+          VF dot[kLanes];
+          for (int jj = 0; jj < kLanes; ++jj) dot[jj] = Zero();
+          for (int i = 0; i < hd; i += kLanes) {
+            const VF qv = Load(qg + i);
+            for (int jj = 0; jj < kLanes; ++jj) dot[jj] = Fma(kr.At(j + jj, i), qv, dot[jj]);
+          }
+          ReduceEach(dot, sg + j);
+          Store(sg + j, Mul(Load(sg + j), Set1(t.scale)));
         }
       }
-      for (int g = 0; g < group; ++g) scores[g * ps + j] = ReduceAdd(dot[g]) * t.scale;
+      for (; j < np; ++j) {  // the page's last positions, and head_dim tails
+        VF dot = Zero();
+        for (int i = 0; i < hd; i += kLanes) {
+          const bool full = i + kLanes <= hd;
+          dot = Fma(full ? kr.At(j, i) : kr.AtPartial(j, i, hd - i),
+                    full ? Load(qg + i) : LoadPartial(qg + i, hd - i), dot);
+        }
+        sg[j] = ReduceAdd(dot) * t.scale;
+      }
     }
 
     // Online softmax: new max, rescale what was accumulated, turn the scores into weights.
@@ -123,12 +196,28 @@ void AttendTyped(const AttentionTask& t, float* scratch) {
       run_sum[g] = run_sum[g] * correction + ReduceAdd(page_sum) + tail_sum;
     }
 
-    // acc_g += sum_j p_gj * v_j, each V row loaded once for all g.
-    for (int j = 0; j < np; ++j) {
-      const uint8_t* v_row = v_page + static_cast<size_t>(j) * t.position_bytes;
-      for (int i = 0; i < hd; i += kLanes) {
-        const VF vv = LoadKvAt<T>(v_row, i, hd);
+    // acc_g += sum_j p_gj v_j. head_dim in slices of kSlice vectors whose group x kSlice accumulators
+    // stay in registers over the page's positions; each V vector is loaded once for all g.
+    int i0 = 0;
+    for (; i0 + kSlice * kLanes <= hd; i0 += kSlice * kLanes) {
+      VF va[kG][kSlice];
+      for (int g = 0; g < group; ++g)
+        for (int v = 0; v < kSlice; ++v) va[g][v] = Load(acc + static_cast<size_t>(g) * hd + i0 + v * kLanes);
+      for (int j = 0; j < np; ++j) {
+        VF vv[kSlice];
+        for (int v = 0; v < kSlice; ++v) vv[v] = vr.At(j, i0 + v * kLanes);
+        for (int g = 0; g < group; ++g) {
+          const VF p = Set1(scores[g * ps + j]);
+          for (int v = 0; v < kSlice; ++v) va[g][v] = Fma(p, vv[v], va[g][v]);
+        }
+      }
+      for (int g = 0; g < group; ++g)
+        for (int v = 0; v < kSlice; ++v) Store(acc + static_cast<size_t>(g) * hd + i0 + v * kLanes, va[g][v]);
+    }
+    for (int j = 0; j < np && i0 < hd; ++j) {  // head_dim not a multiple of a slice: vector by vector
+      for (int i = i0; i < hd; i += kLanes) {
         const int m = Min(kLanes, hd - i);
+        const VF vv = m == kLanes ? vr.At(j, i) : vr.AtPartial(j, i, m);
         for (int g = 0; g < group; ++g) {
           float* a = acc + static_cast<size_t>(g) * hd + i;
           const VF p = Set1(scores[g * ps + j]);

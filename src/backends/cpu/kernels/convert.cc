@@ -1,8 +1,7 @@
 // Row conversions between f32 and the stored types: embedding rows and norm weights to f32, and the
 // KV cache writes (f32 -> f16, bf16, q8_0). The launchers are embed / kv_write in cpu_ops.cc and
 // attention.cc.
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "quant/blocks.h"
 
 namespace hymt::cpu::HYMT_ISA {
@@ -16,17 +15,20 @@ void ConvertLoop(int64_t n, float* dst, float scale, LoadFull load, LoadTail loa
   if (i < n) StorePartial(dst + i, Mul(load_tail(i, static_cast<int>(n - i)), vs), static_cast<int>(n - i));
 }
 
-// ggml's quantize_row_q8_0_ref, so that the cache holds what quant/'s QuantizeRow would write:
-// d = max|x| / 127 (stored as f16), q = roundf(x * (1 / d)), ties away from zero.
+// quant/'s Q8_0 encoder, bit for bit (the reference backend writes the cache with it): d = max|x| / 127
+// saturated to the f16 range and rounded to f16; q = x * (1 / d) rounded to nearest even in [-127, 127].
 void QuantizeQ8_0(const float* x, int64_t n, BlockQ8_0* out) {
   for (int64_t b = 0; b < n / kQK; ++b) {
     const float* xb = x + b * kQK;
     float amax = 0.0f;
     for (int i = 0; i < kQK; ++i) amax = Max(amax, __builtin_fabsf(xb[i]));
-    const float d = amax / 127.0f;
+    out[b].d = F32ToF16(Min(amax / 127.0f, 65504.0f));
+    const float d = F16ToF32(out[b].d);
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out[b].d = F32ToF16(d);
-    for (int i = 0; i < kQK; ++i) out[b].qs[i] = static_cast<int8_t>(__builtin_roundf(xb[i] * id));
+    for (int i = 0; i < kQK; ++i) {
+      const float t = Min(Max(xb[i] * id, -127.0f), 127.0f);
+      out[b].qs[i] = static_cast<int8_t>(__builtin_nearbyintf(t));
+    }
   }
 }
 

@@ -1,6 +1,5 @@
 // Element-wise ops over one row. The launchers are in cpu_ops.cc.
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 
 namespace hymt::cpu::HYMT_ISA {
 

@@ -1,19 +1,19 @@
-// MatMul kernels for weights stored as plain floats (f32, f16, bf16, f8_e4m3), f32 activations and f32
-// accumulation. The launcher is matmul.cc.
+// MatMul kernels with f32 accumulation. The launcher is matmul.cc.
 //
-// - GEMV (n_tokens <= kGemvMaxTokens, decode): memory bound. Each weight row is streamed once,
-//   widened to f32 in registers and multiplied with every token's row; kGemvRows rows go together so
-//   that each x load serves several rows. No repacking: weights are used where they are mapped.
-// - GEMM (prefill, batched decode): compute bound. A block of kNc weight rows x kKc inputs is
-//   converted to f32 and transposed into panels [kKc][kNr] (kNr = 2 vectors of rows) in per-thread
-//   scratch; a register tile of kMr tokens x kNr rows accumulates with broadcast-FMA (x read in place,
-//   one broadcast per token and input). The panel packing costs ~1/kMr of the FMAs' time.
-//   f32 FMA, not vdpbf16ps: on Sapphire Rapids vdpbf16ps retires half the FLOPs of two FMA ports
+// - GEMV (n_tokens <= kGemvMaxTokens, decode) for weights stored as plain floats (f32, f16, bf16,
+//   f8_e4m3): memory bound. Each weight row is streamed once, widened to f32 in registers and multiplied
+//   with every token's row; kGemvRows rows go together so that each x load serves several rows. No
+//   repacking: weights are used where they are mapped. (The block formats' GEMV is matmul_quant.cc.)
+// - GEMM (prefill, batched decode) for every weight type: compute bound. A block of kNc weight rows x
+//   kKc inputs is converted to f32 (dequantised, for the block formats) and transposed into panels
+//   [kKc][kNr] (kNr = two vectors of rows) in per-thread scratch; a register tile of up to kMr tokens x
+//   kNr rows accumulates with broadcast-FMA (x read in place, one broadcast per token and input). The
+//   packing costs about a tenth of the FMA time at 64 tokens.
+//   f32 FMA, not vdpbf16ps: on Sapphire Rapids vdpbf16ps retires half the FLOPs of the two FMA ports
 //   (bench/kernels reports both peaks), and it would round x to bf16.
 #include <utility>
 
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 
 namespace hymt::cpu::HYMT_ISA {
 namespace {
@@ -102,7 +102,7 @@ constexpr int kMr = 4;
 #endif
 constexpr int64_t kKc = 256;  // inputs per packed block: a kMr x kKc tile of x is 12 KiB (L1)
 constexpr int64_t kNc = 256;  // weight rows per packed block: kKc x kNc f32 = 256 KiB (L2)
-static_assert(kKc * kNc * sizeof(float) <= kGemmScratchBytes);
+static_assert((kKc * kNc + kLanes * kKc) * sizeof(float) <= kGemmScratchBytes);  // panels + stage
 static_assert(kMatMulRowAlign % kNr == 0);
 
 // In-register transpose of a kLanes x kLanes block: r[i][j] -> r[j][i].
@@ -179,6 +179,28 @@ void PackPanels(const MatMulArgs& a, int64_t n0, int64_t nc, int64_t k0, int64_t
   }
 }
 
+// As PackPanels for the block formats: each row's [k0, k0 + kc) is dequantised into `stage`
+// ([kLanes][kc] f32), then transposed from there.
+void PackPanelsDequantised(const MatMulArgs& a, int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* bp,
+                           float* stage) {
+  for (int64_t p = 0; p * kNr < nc; ++p) {
+    float* panel = bp + p * kc * kNr;
+    for (int h = 0; h < kNr / kLanes; ++h) {
+      const int64_t row0 = p * kNr + h * kLanes;
+      const int valid = static_cast<int>(Max<int64_t>(0, Min<int64_t>(kLanes, nc - row0)));
+      for (int i = 0; i < valid; ++i)
+        DequantizeRange(a.w_dtype, a.w + static_cast<size_t>(n0 + row0 + i) * a.w_row_bytes, k0, kc,
+                        stage + i * kc);
+      for (int64_t kk = 0; kk < kc; kk += kLanes) {  // kc is whole blocks, a multiple of kLanes
+        VF r[kLanes];
+        for (int i = 0; i < kLanes; ++i) r[i] = i < valid ? Load(stage + i * kc + kk) : Zero();
+        TransposeSquare(r);
+        for (int i = 0; i < kLanes; ++i) Store(panel + (kk + i) * kNr + h * kLanes, r[i]);
+      }
+    }
+  }
+}
+
 // c[m, 0:n_valid] (+)= x[m, 0:kc] . panel for m < kMrT; x rows x_stride apart, c rows c_stride apart.
 // accumulate: add to what c holds (a previous input block); scale multiplies the final sum.
 template <int kMrT>
@@ -224,30 +246,41 @@ MicroKernelFn PickMicroKernel(int mr, std::integer_sequence<int, kMs...>) {
   return kKernels[mr - 1];
 }
 
-template <DType T>
-void Gemm(const MatMulArgs& a, int64_t n_begin, int64_t n_end, float* bp) {
-  const float scale = EffectiveScale<T>(a.scale);
+// The blocked loops around the microkernel; pack(n0, nc, k0, kc, bp) fills the panels of one block.
+template <typename Pack>
+void GemmLoops(const MatMulArgs& a, int64_t n_begin, int64_t n_end, float scale, float* bp, Pack pack) {
+  // Token tiles of balanced sizes (64 tokens: 6 tiles of 10-11, not 5 of 12 and one of 4).
+  const int64_t n_tiles = (a.n_tokens + kMr - 1) / kMr;
   for (int64_t nb = n_begin; nb < n_end; nb += kNc) {
     const int64_t nc = Min(kNc, n_end - nb);
     for (int64_t kb = 0; kb < a.k; kb += kKc) {
       const int64_t kc = Min(kKc, a.k - kb);
       const bool first = kb == 0, last = kb + kc == a.k;
-      PackPanels<T>(a, nb, nc, kb, kc, bp);
-      for (int64_t t = 0; t < a.n_tokens; t += kMr) {
-        const int mr = static_cast<int>(Min<int64_t>(kMr, a.n_tokens - t));
+      pack(nb, nc, kb, kc, bp);
+      for (int64_t tile = 0, t = 0; tile < n_tiles; ++tile) {
+        const int mr = static_cast<int>(a.n_tokens / n_tiles + (tile < a.n_tokens % n_tiles ? 1 : 0));
         const MicroKernelFn kernel = PickMicroKernel(mr, std::make_integer_sequence<int, kMr>{});
         for (int64_t p = 0; p * kNr < nc; ++p) {
           const int n_valid = static_cast<int>(Min<int64_t>(kNr, nc - p * kNr));
           kernel(a.x + t * a.x_stride + kb, a.x_stride, bp + p * kc * kNr, kc,
                  a.out + t * a.out_stride + nb + p * kNr, a.out_stride, n_valid, !first, last ? scale : 1.0f);
         }
+        t += mr;
       }
     }
   }
 }
 
 template <DType T>
-void MatMulTyped(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) {
+void GemmFloat(const MatMulArgs& a, int64_t n_begin, int64_t n_end, float* bp) {
+  GemmLoops(a, n_begin, n_end, EffectiveScale<T>(a.scale), bp,
+            [&](int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* panels) {
+              PackPanels<T>(a, n0, nc, k0, kc, panels);
+            });
+}
+
+template <DType T>
+void GemvTyped(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   switch (a.n_tokens) {
     case 1:
       return Gemv<T, 1>(a, n_begin, n_end);
@@ -255,28 +288,47 @@ void MatMulTyped(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scra
       return Gemv<T, 2>(a, n_begin, n_end);
     case 3:
       return Gemv<T, 3>(a, n_begin, n_end);
-    case 4:
-      return Gemv<T, 4>(a, n_begin, n_end);
     default:
-      return Gemm<T>(a, n_begin, n_end, static_cast<float*>(scratch));
+      return Gemv<T, 4>(a, n_begin, n_end);
   }
 }
-static_assert(kGemvMaxTokens == 4, "MatMulTyped instantiates GEMV for 1..kGemvMaxTokens tokens");
+static_assert(kGemvMaxTokens == 4, "GemvTyped instantiates GEMV for 1..kGemvMaxTokens tokens");
 
 }  // namespace
 
-void MatMulFloat(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) {
+void GemvFloat(const MatMulArgs& a, int64_t n_begin, int64_t n_end) {
   switch (a.w_dtype) {
     case DType::kF32:
-      return MatMulTyped<DType::kF32>(a, n_begin, n_end, scratch);
+      return GemvTyped<DType::kF32>(a, n_begin, n_end);
     case DType::kF16:
-      return MatMulTyped<DType::kF16>(a, n_begin, n_end, scratch);
+      return GemvTyped<DType::kF16>(a, n_begin, n_end);
     case DType::kBF16:
-      return MatMulTyped<DType::kBF16>(a, n_begin, n_end, scratch);
+      return GemvTyped<DType::kBF16>(a, n_begin, n_end);
     case DType::kF8E4M3:
-      return MatMulTyped<DType::kF8E4M3>(a, n_begin, n_end, scratch);
+      return GemvTyped<DType::kF8E4M3>(a, n_begin, n_end);
     default:
-      return;  // the launcher routes only float types here
+      return;  // the launcher routes only these here
+  }
+}
+
+void Gemm(const MatMulArgs& a, int64_t n_begin, int64_t n_end, void* scratch) {
+  float* bp = static_cast<float*>(scratch);
+  switch (a.w_dtype) {
+    case DType::kF32:
+      return GemmFloat<DType::kF32>(a, n_begin, n_end, bp);
+    case DType::kF16:
+      return GemmFloat<DType::kF16>(a, n_begin, n_end, bp);
+    case DType::kBF16:
+      return GemmFloat<DType::kBF16>(a, n_begin, n_end, bp);
+    case DType::kF8E4M3:
+      return GemmFloat<DType::kF8E4M3>(a, n_begin, n_end, bp);
+    default: {
+      float* stage = bp + kKc * kNc;
+      return GemmLoops(a, n_begin, n_end, a.scale, bp,
+                       [&](int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* panels) {
+                         PackPanelsDequantised(a, n0, nc, k0, kc, panels, stage);
+                       });
+    }
   }
 }
 

@@ -1,12 +1,13 @@
 // MatMul kernels for the ggml block formats with int8 activations. The launcher is matmul.cc.
 //
-// x is quantised once per call, per token row: BlockQ8Act (32 inputs, f32 scale) for the simple formats
-// and BlockQ8_K (256 inputs) for the K formats. A weight block is expanded to 32 unsigned bytes per
+// x is quantised once per call, per token row, bit for bit as quant/'s QuantizeRow: BlockQ8_0 (32 inputs,
+// f16 scale, plus f32 side arrays, see Q8ActRow) for the simple formats, BlockQ8_K (256 inputs) for the
+// K formats. A weight block is expanded to 32 unsigned bytes per
 // 32 inputs in registers (nibbles, plus the fifth/sixth bits) and multiplied with the int8 activations:
 //   simple formats: vpdpbusd (AVX-512 VNNI) / maddubs + madd (AVX2) to eight int32 lanes per block,
 //     converted and scaled by d_w * d_x in f32. q4_0/q5_0 weights are stored with an offset (q - 8,
 //     q - 16) and q4_1/q5_1 with a min; both become one term c_w * (d_x * sum(qx)) per block, the
-//     activation's sum coming precomputed in BlockQ8Act::s. q8_0 weights are signed: |w| times
+//     activation's sum coming precomputed in Q8ActRow::s. q8_0 weights are signed: |w| times
 //     sign(w) * x, as the unsigned x signed instruction wants.
 //   K formats: maddubs to int16 pairs, then vpdpwssd (VNNI) / madd with the 6- or 8-bit sub-block scale,
 //     all in int32 per super-block (no overflow: see the bounds at each format), one f32 multiply per
@@ -19,57 +20,64 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "quant/blocks.h"
 
 namespace hymt::cpu::HYMT_ISA {
 namespace {
 
 constexpr int kTokenGroup = 4;
-constexpr int kMaxQ8 = 127;
 
-// Rounds to nearest even, as cvtps2dq does under the default MXCSR (so every ISA quantises identically).
-inline int RoundToInt(float v) {
-  return static_cast<int>(__builtin_nearbyintf(v));
+// The encoders of quant/ (quant_simple.cc, quant_k.cc), reproduced bit for bit: d = max|x| / 127 (for
+// Q8_0 saturated to the f16 range and rounded to f16 first), q = x * (1 / d) rounded to nearest even and
+// clamped to [-127, 127]. The clamp matters only when the f16 scale saturates.
+constexpr float kF16Max = 65504.0f;
+constexpr float kQ8KMinAmax = 1e-30f;  // below it 1 / d overflows: quant/ encodes such blocks as zeros
+
+inline int RoundCode(float t) {
+  t = Min(Max(t, -127.0f), 127.0f);
+  return static_cast<int>(__builtin_nearbyintf(t));  // ties to even under the default rounding mode
 }
 
 // ---- activation quantisation -----------------------------------------------------------------------
 
-// d = max|x| / 127, q = round(x / d) computed as x * (1 / d); |x - d q| <= d / 2 (+ an ulp of x / d).
-void QuantizeQ8Act(const float* x, int64_t k, BlockQ8Act* out) {
-  for (int64_t b = 0; b < k / 32; ++b) {
+void QuantizeQ8_0Act(const float* x, int64_t k, void* dst) {
+  const int64_t nb = k / 32;
+  auto* blocks = static_cast<BlockQ8_0*>(dst);
+  float* ds = reinterpret_cast<float*>(blocks + nb);
+  float* ss = ds + nb;
+  for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * 32;
 #if defined(HYMT_ISA_IS_avx512)
-    __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-#elif defined(HYMT_ISA_IS_avx2)
-    __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < 32; i += 8) m = _mm256_max_ps(m, AbsV(_mm256_loadu_ps(xb + i)));
-    const float amax = ReduceMax(m);
 #else
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = Max(amax, __builtin_fabsf(xb[i]));
+    VF m = Zero();
+    for (int i = 0; i < 32; i += kLanes) m = MaxV(m, AbsV(Load(xb + i)));
+    const float amax = ReduceMax(m);
 #endif
-    const float d = amax / kMaxQ8;
+    const uint16_t d16 = F32ToF16(Min(amax / 127.0f, kF16Max));
+    const float d = F16ToF32(d16);
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    BlockQ8Act& o = out[b];
+    BlockQ8_0& o = blocks[b];
+    o.d = d16;
 #if defined(HYMT_ISA_IS_avx512)
-    __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
-    __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs + 16), _mm512_cvtsepi32_epi8(q1));
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f), vid = _mm512_set1_ps(id);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vid), lo), hi));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, vid), lo), hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.qs + 16), _mm512_cvtepi32_epi8(q1));
     const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 #else
     int sum = 0;
     for (int i = 0; i < 32; ++i) {
-      const int q = RoundToInt(xb[i] * id);
+      const int q = RoundCode(xb[i] * id);
       o.qs[i] = static_cast<int8_t>(q);
       sum += q;
     }
 #endif
-    o.d = d;
-    o.s = d * static_cast<float>(sum);
+    ds[b] = d;
+    ss[b] = d * static_cast<float>(sum);
   }
 }
 
@@ -78,15 +86,15 @@ void QuantizeQ8K(const float* x, int64_t k, BlockQ8_K* out) {
     const float* xb = x + b * kQKK;
     VF m = Zero();
     for (int i = 0; i < kQKK; i += kLanes) m = MaxV(m, AbsV(Load(xb + i)));
-    const float amax = ReduceMax(m);
-    const float d = amax / kMaxQ8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float amax = ReduceMax(m);
+    if (amax < kQ8KMinAmax) amax = 0.0f;
     BlockQ8_K& o = out[b];
-    o.d = d;
+    o.d = amax / 127.0f;
+    const float id = amax != 0.0f ? 1.0f / o.d : 0.0f;
     for (int j = 0; j < kQKK / 16; ++j) {
       int sum = 0;
       for (int i = 0; i < 16; ++i) {
-        const int q = RoundToInt(xb[16 * j + i] * id);
+        const int q = RoundCode(xb[16 * j + i] * id);
         o.qs[16 * j + i] = static_cast<int8_t>(q);
         sum += q;
       }
@@ -283,7 +291,7 @@ struct SimpleFormat<DType::kQ5_1> {
 
 // Sum over blocks of d_w * d_x * isum + c_w * s_x for one weight row and kTokens token rows.
 template <DType T, int kTokens>
-void SimpleRowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_blocks, float* sums) {
+void SimpleRowDot(const uint8_t* w_row, const Q8ActRow* xq, int64_t n_blocks, float* sums) {
   using F = SimpleFormat<T>;
   const auto* wb = reinterpret_cast<const typename F::Block*>(w_row);
   F32x8 acc[kTokens];
@@ -295,9 +303,9 @@ void SimpleRowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_b
   for (int64_t b = 0; b < n_blocks; ++b) {
     const SimpleBlock e = F::Expand(wb[b]);
     for (int t = 0; t < kTokens; ++t) {
-      const BlockQ8Act& xb = xq[t][b];
-      acc[t] = FmaF8(ToF32(DotU8S8(e.u, LoadBytes(xb.qs))), SplatF8(e.d * xb.d), acc[t]);
-      corr[t] += e.c * xb.s;
+      const Q8ActRow& x = xq[t];
+      acc[t] = FmaF8(ToF32(DotU8S8(e.u, LoadBytes(x.blocks[b].qs))), SplatF8(e.d * x.d[b]), acc[t]);
+      corr[t] += e.c * x.s[b];
     }
   }
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]) + corr[t];
@@ -305,7 +313,7 @@ void SimpleRowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_b
 
 // q8_0: signed weights; the product is formed as |w| * (sign(w) x).
 template <int kTokens>
-void Q8RowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_blocks, float* sums) {
+void Q8RowDot(const uint8_t* w_row, const Q8ActRow* xq, int64_t n_blocks, float* sums) {
   const auto* wb = reinterpret_cast<const BlockQ8_0*>(w_row);
   F32x8 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = ZeroF8();
@@ -313,19 +321,18 @@ void Q8RowDot(const uint8_t* w_row, const BlockQ8Act* const* xq, int64_t n_block
     const float d = F16ToF32(wb[b].d);
 #if defined(HYMT_ISA_IS_generic)
     for (int t = 0; t < kTokens; ++t) {
-      const BlockQ8Act& xb = xq[t][b];
+      const BlockQ8_0& xb = xq[t].blocks[b];
       int32_t sum = 0;
       for (int i = 0; i < 32; ++i) sum += static_cast<int32_t>(wb[b].qs[i]) * xb.qs[i];
-      acc[t] += static_cast<float>(sum) * (d * xb.d);
+      acc[t] += static_cast<float>(sum) * (d * xq[t].d[b]);
     }
 #else
     const __m256i w = LoadBytes(wb[b].qs);
     const __m256i abs_w = _mm256_abs_epi8(w);
     for (int t = 0; t < kTokens; ++t) {
-      const BlockQ8Act& xb = xq[t][b];
       // |w| <= 128 and |x| <= 127: a maddubs pair stays below 2 * 128 * 127 < 32768.
-      const __m256i sx = _mm256_sign_epi8(LoadBytes(xb.qs), w);
-      acc[t] = FmaF8(ToF32(DotU8S8(abs_w, sx)), SplatF8(d * xb.d), acc[t]);
+      const __m256i sx = _mm256_sign_epi8(LoadBytes(xq[t].blocks[b].qs), w);
+      acc[t] = FmaF8(ToF32(DotU8S8(abs_w, sx)), SplatF8(d * xq[t].d[b]), acc[t]);
     }
 #endif
   }
@@ -340,17 +347,39 @@ struct ScalesMins {
   uint8_t m[8];
 };
 inline ScalesMins UnpackScalesMins(const uint8_t* s) {
+  // ggml's packing, unpacked four at a time in 32-bit words: sc[0..3] and m[0..3] are the low 6 bits of
+  // s[0..3] and s[4..7]; sc[4..7] / m[4..7] are the low / high nibbles of s[8..11] with the top two
+  // bits of s[0..3] / s[4..7] above them.
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t w[3];
+  std::memcpy(w, s, 12);
+  uint32_t out[4];
+  out[0] = w[0] & kLow6;
+  out[1] = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
+  out[2] = w[1] & kLow6;
+  out[3] = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
   ScalesMins r;
-  for (int j = 0; j < 4; ++j) {
-    r.sc[j] = s[j] & 63;
-    r.m[j] = s[j + 4] & 63;
-    r.sc[j + 4] = static_cast<uint8_t>((s[j + 8] & 0x0f) | ((s[j] >> 6) << 4));
-    r.m[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
-  }
+  std::memcpy(&r, out, sizeof r);
   return r;
 }
+static_assert(sizeof(ScalesMins) == 16);
 
 #if !defined(HYMT_ISA_IS_generic)
+// Shuffle masks that broadcast int16 lane j of each 128-bit half to the whole half: bytes 2j, 2j + 1
+// repeated. Plain constant data (a table of __m256i would be built by a static initializer running
+// AVX2 instructions at program start, on every CPU).
+struct Broadcast16Masks {
+  alignas(32) uint8_t bytes[8][32];
+  constexpr Broadcast16Masks() : bytes{} {
+    for (int j = 0; j < 8; ++j)
+      for (int i = 0; i < 32; ++i) bytes[j][i] = static_cast<uint8_t>(2 * j + (i & 1));
+  }
+};
+constexpr Broadcast16Masks kBroadcast16;
+inline __m256i Broadcast16Mask(int j) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kBroadcast16.bytes[j]));
+}
+
 // Two int16 scales, the first for bytes 0..15 of a 32-byte sub-block, the second for bytes 16..31
 // (maddubs pairs 0..7 sit in the low 128 bits).
 inline __m256i Scale16(int lo, int hi) {
@@ -423,6 +452,9 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
     const ScalesMins sm = UnpackScalesMins(w.scales);
     const float d = F16ToF32(w.d), dmin = F16ToF32(w.dmin);
 #if !defined(HYMT_ISA_IS_generic)
+    // The 8 scales as int16, in both 128-bit halves; sub-block j's scale is broadcast from it by a shuffle.
+    const __m256i sc16 = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.sc))));
     // The mins once per pair of bsums (16 inputs each): [m0 m0 m1 m1 ... m7 m7] as int16.
     const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.m)));
     const __m256i mins16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m8, m8)),
@@ -435,7 +467,8 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
 #if defined(HYMT_ISA_IS_generic)
         isum = DotU8S8ScaledAcc(isum, e.u[j], LoadBytes(x.qs + 32 * j), sm.sc[j], sm.sc[j]);
 #else
-        isum = DotU8S8ScaledAcc(isum, e.u[j], LoadBytes(x.qs + 32 * j), _mm256_set1_epi16(sm.sc[j]));
+        isum = DotU8S8ScaledAcc(isum, e.u[j], LoadBytes(x.qs + 32 * j),
+                                _mm256_shuffle_epi8(sc16, Broadcast16Mask(j)));
 #endif
       }
 #if defined(HYMT_ISA_IS_generic)
@@ -451,6 +484,34 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
 }
 
+// q6_K's quants (0..63, offset 32) as 8 chunks of 32 bytes; chunk 4h + c covers elements 128h + 32c..+31.
+inline void ExpandQ6K(const BlockQ6_K& w, I8x32* u) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = w.ql + 64 * h;
+    const uint8_t* qh = w.qh + 32 * h;
+#if defined(HYMT_ISA_IS_generic)
+    for (int l = 0; l < 32; ++l) {
+      u[4 * h + 0].v[l] = static_cast<int8_t>((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
+      u[4 * h + 1].v[l] = static_cast<int8_t>((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+      u[4 * h + 2].v[l] = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+      u[4 * h + 3].v[l] = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+    }
+#else
+    const __m256i l0 = LoadBytes(ql), l1 = LoadBytes(ql + 32), hb = LoadBytes(qh);
+    const __m256i m4 = Splat8(0x0f);
+    u[4 * h + 0] =
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x03)), 4));
+    u[4 * h + 1] =
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x0c)), 2));
+    u[4 * h + 2] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, Splat8(0x30)));
+    u[4 * h + 3] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_srli_epi16(_mm256_and_si256(hb, Splat8(static_cast<int>(0xc0))), 2));
+#endif
+  }
+}
+
 // q6_K against q8_K: d * d_x * sum_j sc_j * (sum_{i in j} q_i qx_i - 32 * bsum_j), sub-blocks of 16.
 // |sum q qx| <= 16 * 63 * 127 per sub-block, |sc| <= 128: the int32 sums stay below 2^29.
 template <int kTokens>
@@ -458,33 +519,10 @@ void Q6KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_block
   const auto* wb = reinterpret_cast<const BlockQ6_K*>(w_row);
   F32x8 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = ZeroF8();
-  I8x32 u[8];  // 8 chunks of 32 elements; chunk 4h + c covers elements 128h + 32c .. +31
+  I8x32 u[8];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ6_K& w = wb[b];
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = w.ql + 64 * h;
-      const uint8_t* qh = w.qh + 32 * h;
-#if defined(HYMT_ISA_IS_generic)
-      for (int l = 0; l < 32; ++l) {
-        u[4 * h + 0].v[l] = static_cast<int8_t>((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
-        u[4 * h + 1].v[l] = static_cast<int8_t>((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
-        u[4 * h + 2].v[l] = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-        u[4 * h + 3].v[l] = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-      }
-#else
-      const __m256i l0 = LoadBytes(ql), l1 = LoadBytes(ql + 32), hb = LoadBytes(qh);
-      const __m256i m4 = Splat8(0x0f);
-      u[4 * h + 0] =
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x03)), 4));
-      u[4 * h + 1] =
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, Splat8(0x0c)), 2));
-      u[4 * h + 2] =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, Splat8(0x30)));
-      u[4 * h + 3] =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                          _mm256_srli_epi16(_mm256_and_si256(hb, Splat8(static_cast<int>(0xc0))), 2));
-#endif
-    }
+    ExpandQ6K(w, u);
     const float d = F16ToF32(w.d);
 #if !defined(HYMT_ISA_IS_generic)
     const __m256i scales16 =
@@ -515,6 +553,89 @@ void Q6KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_block
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
 }
 
+// ---- dequantisation to f32 (the GEMM packs weight panels with it) ------------------------------------
+
+// out[i] = u[i] * scale + bias for 32 bytes, (s_lo, b_lo) for bytes 0..15 and (s_hi, b_hi) for 16..31;
+// the bytes are unsigned quants, or signed ones (q8_0) when kSigned.
+template <bool kSigned>
+inline void StoreAsF32(const I8x32& u, float s_lo, float b_lo, float s_hi, float b_hi, float* out) {
+#if defined(HYMT_ISA_IS_avx512)
+  const __m128i halves[2] = {_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)};
+  for (int h = 0; h < 2; ++h) {
+    const __m512i w = kSigned ? _mm512_cvtepi8_epi32(halves[h]) : _mm512_cvtepu8_epi32(halves[h]);
+    _mm512_storeu_ps(out + 16 * h, _mm512_fmadd_ps(_mm512_cvtepi32_ps(w), _mm512_set1_ps(h ? s_hi : s_lo),
+                                                   _mm512_set1_ps(h ? b_hi : b_lo)));
+  }
+#elif defined(HYMT_ISA_IS_avx2)
+  const __m128i halves[2] = {_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)};
+  for (int h = 0; h < 2; ++h) {
+    for (int q = 0; q < 2; ++q) {
+      const __m128i bytes = q == 0 ? halves[h] : _mm_srli_si128(halves[h], 8);
+      const __m256i w = kSigned ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+      _mm256_storeu_ps(out + 16 * h + 8 * q,
+                       _mm256_fmadd_ps(_mm256_cvtepi32_ps(w), _mm256_set1_ps(h ? s_hi : s_lo),
+                                       _mm256_set1_ps(h ? b_hi : b_lo)));
+    }
+  }
+#else
+  for (int i = 0; i < 32; ++i) {
+    const int q = kSigned ? u.v[i] : static_cast<uint8_t>(u.v[i]);
+    out[i] = static_cast<float>(q) * (i < 16 ? s_lo : s_hi) + (i < 16 ? b_lo : b_hi);
+  }
+#endif
+}
+
+template <DType T>
+void DequantizeSimple(const uint8_t* row, int64_t first, int64_t n_blocks, float* out) {
+  using F = SimpleFormat<T>;
+  const auto* wb = reinterpret_cast<const typename F::Block*>(row) + first;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const SimpleBlock e = F::Expand(wb[b]);
+    StoreAsF32<false>(e.u, e.d, e.c, e.d, e.c, out + 32 * b);
+  }
+}
+
+void DequantizeQ8_0(const uint8_t* row, int64_t first, int64_t n_blocks, float* out) {
+  const auto* wb = reinterpret_cast<const BlockQ8_0*>(row) + first;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float d = F16ToF32(wb[b].d);
+    StoreAsF32<true>(LoadBytes(wb[b].qs), d, 0.0f, d, 0.0f, out + 32 * b);
+  }
+}
+
+template <DType T>
+void DequantizeQ45K(const uint8_t* row, int64_t first, int64_t n_blocks, float* out) {
+  using Block = std::conditional_t<T == DType::kQ4_K, BlockQ4_K, BlockQ5_K>;
+  const auto* wb = reinterpret_cast<const Block*>(row) + first;
+  KBlock e;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if constexpr (T == DType::kQ4_K) {
+      ExpandQ4K(wb[b], &e);
+    } else {
+      ExpandQ5K(wb[b], &e);
+    }
+    const ScalesMins sm = UnpackScalesMins(wb[b].scales);
+    const float d = F16ToF32(wb[b].d), dmin = F16ToF32(wb[b].dmin);
+    for (int j = 0; j < 8; ++j) {
+      const float s = d * sm.sc[j], m = -dmin * sm.m[j];
+      StoreAsF32<false>(e.u[j], s, m, s, m, out + kQKK * b + 32 * j);
+    }
+  }
+}
+
+void DequantizeQ6K(const uint8_t* row, int64_t first, int64_t n_blocks, float* out) {
+  const auto* wb = reinterpret_cast<const BlockQ6_K*>(row) + first;
+  I8x32 u[8];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    ExpandQ6K(wb[b], u);
+    const float d = F16ToF32(wb[b].d);
+    for (int c = 0; c < 8; ++c) {
+      const float s_lo = d * wb[b].scales[2 * c], s_hi = d * wb[b].scales[2 * c + 1];
+      StoreAsF32<false>(u[c], s_lo, -32.0f * s_lo, s_hi, -32.0f * s_hi, out + kQKK * b + 32 * c);
+    }
+  }
+}
+
 // ---- the row loop ----------------------------------------------------------------------------------------
 
 bool IsKFormat(DType w) {
@@ -523,27 +644,33 @@ bool IsKFormat(DType w) {
 
 template <int kTokens>
 void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, float* sums) {
-  const auto* const* simple = reinterpret_cast<const BlockQ8Act* const*>(xq);
-  const auto* const* kx = reinterpret_cast<const BlockQ8_K* const*>(xq);
+  if (IsKFormat(w)) {
+    const BlockQ8_K* kx[kTokens];
+    for (int t = 0; t < kTokens; ++t) kx[t] = static_cast<const BlockQ8_K*>(xq[t]);
+    switch (w) {
+      case DType::kQ4_K:
+        return Q45KRowDot<DType::kQ4_K, kTokens>(w_row, kx, k / kQKK, sums);
+      case DType::kQ5_K:
+        return Q45KRowDot<DType::kQ5_K, kTokens>(w_row, kx, k / kQKK, sums);
+      default:
+        return Q6KRowDot<kTokens>(w_row, kx, k / kQKK, sums);
+    }
+  }
+  Q8ActRow rows[kTokens];
+  for (int t = 0; t < kTokens; ++t) rows[t] = ViewQ8ActRow(xq[t], k);
   switch (w) {
     case DType::kQ4_0:
-      return SimpleRowDot<DType::kQ4_0, kTokens>(w_row, simple, k / 32, sums);
+      return SimpleRowDot<DType::kQ4_0, kTokens>(w_row, rows, k / 32, sums);
     case DType::kQ4_1:
-      return SimpleRowDot<DType::kQ4_1, kTokens>(w_row, simple, k / 32, sums);
+      return SimpleRowDot<DType::kQ4_1, kTokens>(w_row, rows, k / 32, sums);
     case DType::kQ5_0:
-      return SimpleRowDot<DType::kQ5_0, kTokens>(w_row, simple, k / 32, sums);
+      return SimpleRowDot<DType::kQ5_0, kTokens>(w_row, rows, k / 32, sums);
     case DType::kQ5_1:
-      return SimpleRowDot<DType::kQ5_1, kTokens>(w_row, simple, k / 32, sums);
+      return SimpleRowDot<DType::kQ5_1, kTokens>(w_row, rows, k / 32, sums);
     case DType::kQ8_0:
-      return Q8RowDot<kTokens>(w_row, simple, k / 32, sums);
-    case DType::kQ4_K:
-      return Q45KRowDot<DType::kQ4_K, kTokens>(w_row, kx, k / kQKK, sums);
-    case DType::kQ5_K:
-      return Q45KRowDot<DType::kQ5_K, kTokens>(w_row, kx, k / kQKK, sums);
-    case DType::kQ6_K:
-      return Q6KRowDot<kTokens>(w_row, kx, k / kQKK, sums);
+      return Q8RowDot<kTokens>(w_row, rows, k / 32, sums);
     default:
-      return;  // the launcher routes only these formats here
+      return;  // the launcher routes only block formats here
   }
 }
 
@@ -551,18 +678,42 @@ void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, flo
 
 size_t QuantActRowBytes(DType w, int64_t k) {
   return IsKFormat(w) ? static_cast<size_t>(k / kQKK) * sizeof(BlockQ8_K)
-                      : static_cast<size_t>(k / 32) * sizeof(BlockQ8Act);
+                      : static_cast<size_t>(k / 32) * (sizeof(BlockQ8_0) + 2 * sizeof(float));
 }
 
 void QuantizeActRow(DType w, const float* x, int64_t k, void* dst) {
   if (IsKFormat(w)) {
     QuantizeQ8K(x, k, static_cast<BlockQ8_K*>(dst));
   } else {
-    QuantizeQ8Act(x, k, static_cast<BlockQ8Act*>(dst));
+    QuantizeQ8_0Act(x, k, dst);
   }
 }
 
-void MatMulQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
+void DequantizeRange(DType t, const uint8_t* row, int64_t k0, int64_t n, float* out) {
+  const int64_t bs = IsKFormat(t) ? kQKK : 32, first = k0 / bs, count = n / bs;
+  switch (t) {
+    case DType::kQ4_0:
+      return DequantizeSimple<DType::kQ4_0>(row, first, count, out);
+    case DType::kQ4_1:
+      return DequantizeSimple<DType::kQ4_1>(row, first, count, out);
+    case DType::kQ5_0:
+      return DequantizeSimple<DType::kQ5_0>(row, first, count, out);
+    case DType::kQ5_1:
+      return DequantizeSimple<DType::kQ5_1>(row, first, count, out);
+    case DType::kQ8_0:
+      return DequantizeQ8_0(row, first, count, out);
+    case DType::kQ4_K:
+      return DequantizeQ45K<DType::kQ4_K>(row, first, count, out);
+    case DType::kQ5_K:
+      return DequantizeQ45K<DType::kQ5_K>(row, first, count, out);
+    case DType::kQ6_K:
+      return DequantizeQ6K(row, first, count, out);
+    default:
+      return;
+  }
+}
+
+void GemvQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
   // Rows in blocks of kRowBlock (a few tens of KiB: they stay in L1/L2 while every token group walks
   // them), so that the weights come from memory once however many tokens there are.
   constexpr int64_t kRowBlock = 16;

@@ -1,6 +1,5 @@
 // RMSNorm and RoPE (+ the per-head q/k norm) over one row. The launcher is norm.cc one level up.
-#include "backends/cpu/kernel_table.h"
-#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
 
 namespace hymt::cpu::HYMT_ISA {
 namespace {

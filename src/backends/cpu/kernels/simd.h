@@ -33,11 +33,11 @@
 namespace hymt::cpu::HYMT_ISA {
 
 template <typename T>
-inline T Min(T a, T b) {
+constexpr T Min(T a, T b) {
   return a < b ? a : b;
 }
 template <typename T>
-inline T Max(T a, T b) {
+constexpr T Max(T a, T b) {
   return a < b ? b : a;
 }
 
@@ -166,11 +166,11 @@ inline VF LoadF16(const uint16_t* p) {
 inline VF LoadF16Partial(const uint16_t* p, int n) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(TailMask(n), p));
 }
+// Sign-extending the byte puts the sign in bits 8..15; shifted left by 7, the magnitude lands in bits
+// 7..13 and copies of the sign in bits 14 and 15; clearing bit 14 leaves the binary16 code.
 inline VF F8Widen(__m128i b) {
-  __m256i w = _mm256_cvtepu8_epi16(b);
-  __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8),
-                              _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7));
-  return _mm512_cvtph_ps(h);
+  return _mm512_cvtph_ps(
+      _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16(-16385)));
 }
 inline VF LoadF8(const uint8_t* p) {
   return F8Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -250,11 +250,8 @@ inline VF LoadF16(const uint16_t* p) {
 inline VF LoadF16Partial(const uint16_t* p, int n) {
   return _mm256_cvtph_ps(LoadU16Partial(p, n));
 }
-inline VF F8Widen(__m128i b) {
-  __m128i w = _mm_cvtepu8_epi16(b);
-  __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8),
-                           _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7));
-  return _mm256_cvtph_ps(h);
+inline VF F8Widen(__m128i b) {  // as in the AVX-512 version
+  return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16(-16385)));
 }
 inline VF LoadF8(const uint8_t* p) {
   return F8Widen(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));

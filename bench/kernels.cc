@@ -1,0 +1,474 @@
+// The CPU kernel lab: measures the ceilings of this machine in the same run (host read bandwidth,
+// register-resident FMA / vdpbf16ps / vpdpbusd peaks, thread pool dispatch), then the CPU backend's
+// MatMul at the Hunyuan-MT-7B shapes for every weight type (GEMV: decode; GEMM: a 64-token prefill
+// chunk) and decode attention, each as a ratio to its ceiling. Medians of repeats; spread in brackets.
+//
+//   build/bench/kernels [--quick] [--types bf16,q4_k,...] [--isa generic|avx2|avx512]
+//
+// Threads: HYMT_THREADS (default: all available cores). Weights are random values of the real shapes;
+// the GEMV working set is several times the last-level cache (copies of the matrix are cycled), so
+// weights come from memory as in decode, where every layer's weights are read once per token.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns inside its own AVX-512 headers (deliberately undefined registers).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
+#endif
+
+#include "backends/cpu/cpu_ops.h"
+#include "core/dtype.h"
+#include "core/half.h"
+#include "core/status.h"
+#include "core/strings.h"
+#include "core/thread_pool.h"
+#include "ops/ops.h"
+#include "quant/blocks.h"
+
+namespace hymt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+Stats Summarise(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// A fast generator for filling gigabytes (quality is irrelevant for speed measurements).
+struct XorShift {
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  uint64_t Next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+};
+
+struct AlignedBytes {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> p;
+  size_t size = 0;
+  explicit AlignedBytes(size_t n)
+      : p(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64))), size(n) {
+    if (!p) Fail(ErrorCode::kResourceExhausted, "cannot allocate ", FormatBytes(n), " for the benchmark");
+  }
+  uint8_t* data() const { return p.get(); }
+};
+
+size_t LastLevelCacheBytes() {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return static_cast<size_t>(std::max({l3, l2, 32L << 20}));
+}
+
+// Working sets are this many times the last-level cache, at least 1 GiB.
+size_t WorkingSetBytes() {
+  return std::max<size_t>(size_t{1} << 30, 4 * LastLevelCacheBytes());
+}
+
+// ---- ceilings
+// -----------------------------------------------------------------------------------------------
+
+// Multi-threaded read of a buffer several times the LLC with the thread pool: each thread sums its
+// contiguous share with 64-bit loads (the compiler vectorises them; the loads are far faster than memory).
+Stats ReadBandwidth(int repeats) {
+  const size_t bytes = WorkingSetBytes();
+  AlignedBytes buf(bytes);
+  ThreadPool& pool = DefaultThreadPool();
+  pool.Run([&](int t, int n) {  // first touch by the thread that will read it
+    const size_t b = bytes / n * t, e = t + 1 == n ? bytes : bytes / n * (t + 1);
+    std::memset(buf.data() + b, 1, e - b);
+  });
+  std::vector<uint64_t> sinks(pool.size() * 8);
+  std::vector<double> gbs;
+  for (int r = 0; r < repeats + 1; ++r) {
+    auto t0 = Clock::now();
+    pool.Run([&](int t, int n) {
+      const size_t words = bytes / 8;
+      const uint64_t* p = reinterpret_cast<const uint64_t*>(buf.data());
+      const size_t b = words / n * t, e = t + 1 == n ? words : words / n * (t + 1);
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (size_t i = b; i + 4 <= e; i += 4) {
+        a0 += p[i];
+        a1 += p[i + 1];
+        a2 += p[i + 2];
+        a3 += p[i + 3];
+      }
+      sinks[t * 8] = a0 + a1 + a2 + a3;
+    });
+    auto t1 = Clock::now();
+    if (r > 0) gbs.push_back(bytes / Seconds(t0, t1) / 1e9);  // the first pass warms the TLB
+  }
+  return Summarise(gbs);
+}
+
+#if defined(__x86_64__)
+// Register-resident loops of one instruction with 16 independent accumulators (more than latency x
+// throughput), so they run at the instruction's peak issue rate. FLOPs per instruction: FMA 16 lanes x
+// 2; vdpbf16ps 16 lanes x 2 pairs x 2; vpdpbusd 16 lanes x 4 byte pairs x 2 (integer ops).
+__attribute__((target("avx512f,fma"))) double PeakFma512(int64_t iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  float s = 0;
+  for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_ps(acc[i]);
+  return s;
+}
+__attribute__((target("avx512f,avx512bf16"))) double PeakBf16(int64_t iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3a83);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  float s = 0;
+  for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_ps(acc[i]);
+  return s;
+}
+__attribute__((target("avx512f,avx512vnni"))) double PeakVnni(int64_t iters) {
+  __m512i acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+  int64_t s = 0;
+  for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_epi32(acc[i]);
+  return static_cast<double>(s);
+}
+__attribute__((target("avx2,fma"))) double PeakFma256(int64_t iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+  alignas(32) float out[8];
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  _mm256_store_ps(out, s);
+  return out[0];
+}
+#endif
+
+// GFLOP/s (or GOP/s) of fn(iters) on every thread of the pool at once; flops_per_iter per thread.
+Stats Peak(double (*fn)(int64_t), double flops_per_iter, int repeats) {
+  ThreadPool& pool = DefaultThreadPool();
+  const int64_t iters = 20'000'000;
+  std::vector<double> sink(pool.size() * 8), out;
+  for (int r = 0; r < repeats + 1; ++r) {
+    auto t0 = Clock::now();
+    pool.Run([&](int t, int) { sink[t * 8] = fn(iters); });
+    auto t1 = Clock::now();
+    if (r > 0) out.push_back(flops_per_iter * iters * pool.size() / Seconds(t0, t1) / 1e9);
+  }
+  return Summarise(out);
+}
+
+// Round trip of an empty parallel region (decode runs a few hundred per token).
+Stats DispatchMicroseconds() {
+  ThreadPool& pool = DefaultThreadPool();
+  std::vector<double> us;
+  for (int r = 0; r < 2000; ++r) {
+    auto t0 = Clock::now();
+    pool.Run([](int, int) {});
+    us.push_back(Seconds(t0, Clock::now()) * 1e6);
+  }
+  return Summarise(us);
+}
+
+// ---- weights
+// ------------------------------------------------------------------------------------------------
+
+// Fills a weight of type t with random but valid values: finite floats of sensible magnitude, block
+// scales that are normal f16 numbers (random quants otherwise).
+void FillWeight(DType t, uint8_t* p, size_t bytes, XorShift& rng) {
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    uint64_t v = rng.Next();
+    std::memcpy(p + i, &v, 8);
+  }
+  auto fix16 = [&](uint8_t* q, uint16_t mask, uint16_t bits) {
+    uint16_t v;
+    std::memcpy(&v, q, 2);
+    v = static_cast<uint16_t>((v & mask) | bits);
+    std::memcpy(q, &v, 2);
+  };
+  switch (t) {
+    case DType::kF32:
+      for (size_t i = 0; i + 4 <= bytes; i += 4) {
+        uint32_t v;
+        std::memcpy(&v, p + i, 4);
+        v = (v & 0x807fffffu) | 0x3c000000u;  // |x| in [2^-7, 2^-6)
+        std::memcpy(p + i, &v, 4);
+      }
+      return;
+    case DType::kBF16:
+      for (size_t i = 0; i + 2 <= bytes; i += 2) fix16(p + i, 0x807f, 0x3c00);
+      return;
+    case DType::kF16:
+      for (size_t i = 0; i + 2 <= bytes; i += 2) fix16(p + i, 0x83ff, 0x2000);
+      return;
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < bytes; ++i)
+        if ((p[i] & 0x7f) == 0x7f) p[i] = 0x3f;
+      return;
+    default:
+      break;
+  }
+  const int bb = GetDTypeInfo(t).block_bytes;
+  size_t scale_offset = 0;
+  int n_scales = 1;
+  if (t == DType::kQ4_1 || t == DType::kQ5_1 || t == DType::kQ4_K || t == DType::kQ5_K) n_scales = 2;
+  if (t == DType::kQ6_K) scale_offset = offsetof(BlockQ6_K, d);
+  for (size_t b = 0; b + bb <= bytes; b += bb)
+    for (int s = 0; s < n_scales; ++s) fix16(p + b + scale_offset + 2 * s, 0x83ff, 0x1c00);  // |d| ~ 2^-8
+}
+
+// ---- MatMul
+// -------------------------------------------------------------------------------------------------
+
+struct Shape {
+  int64_t n, k;
+  const char* what;
+};
+constexpr Shape kShapes[] = {
+    {4096, 4096, "q/o proj"},
+    {1024, 4096, "k/v proj"},
+    {14336, 4096, "gate/up"},
+    {4096, 14336, "down"},
+};
+
+struct MatMulResult {
+  Stats gemv_gbs;
+  Stats gemm_gflops;
+};
+
+MatMulResult BenchMatMul(Ops& ops, DType t, const Shape& s, int gemv_calls, int gemm_calls, bool gemm) {
+  const size_t row_bytes = DTypeBytes(t, s.k);
+  const size_t bytes = row_bytes * static_cast<size_t>(s.n);
+  const int copies = static_cast<int>(std::max<size_t>(2, (WorkingSetBytes() + bytes - 1) / bytes));
+  AlignedBytes weights(bytes * copies);
+  XorShift rng;
+  FillWeight(t, weights.data(), bytes, rng);
+  for (int c = 1; c < copies; ++c) std::memcpy(weights.data() + bytes * c, weights.data(), bytes);
+
+  const int64_t max_tokens = 64;
+  std::vector<float> x(max_tokens * s.k), out(max_tokens * s.n);
+  for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(rng.Next() % 2001) - 1000) / 1000.0f;
+  auto run = [&](int64_t tokens, int copy) {
+    Tensor xt{x.data(), DType::kF32, tokens, s.k, s.k, {}};
+    Tensor ot{out.data(), DType::kF32, tokens, s.n, s.n, {}};
+    Weight w;
+    w.name = "bench";
+    w.dtype = t;
+    w.rows = s.n;
+    w.cols = s.k;
+    w.data = weights.data() + bytes * copy;
+    ops.MatMul(xt, w, ot);
+  };
+
+  MatMulResult r;
+  std::vector<double> gbs;
+  for (int i = 0; i < gemv_calls + 2; ++i) {
+    auto t0 = Clock::now();
+    run(1, i % copies);
+    auto t1 = Clock::now();
+    if (i >= 2) gbs.push_back(bytes / Seconds(t0, t1) / 1e9);
+  }
+  r.gemv_gbs = Summarise(gbs);
+  if (gemm) {
+    std::vector<double> gf;
+    for (int i = 0; i < gemm_calls + 1; ++i) {
+      auto t0 = Clock::now();
+      run(max_tokens, i % copies);
+      auto t1 = Clock::now();
+      if (i >= 1) gf.push_back(2.0 * max_tokens * s.n * s.k / Seconds(t0, t1) / 1e9);
+    }
+    r.gemm_gflops = Summarise(gf);
+  }
+  return r;
+}
+
+// ---- attention
+// ----------------------------------------------------------------------------------------------
+
+// Decode attention of one token at the 7B shape (32 q heads, 8 kv heads, head_dim 128) over `context`
+// cached positions, cycling over 32 layers' caches (a token reads all of them). Returns GB/s of cache read.
+Stats BenchAttention(Ops& ops, DType kv_type, int context, int calls) {
+  const int n_kv = 8, n_heads = 32, hd = 128, page = 16, layers = 32;
+  const int pages = (context + page) / page + 1;
+  KvLayerView kv;
+  kv.dtype = kv_type;
+  kv.n_kv_heads = n_kv;
+  kv.head_dim = hd;
+  kv.page_size = page;
+  kv.n_pages = pages;
+  const size_t pool_bytes = kv.PageBytes() * pages;
+  AlignedBytes k(pool_bytes * layers), v(pool_bytes * layers);
+  XorShift rng;
+  // Fill through KvWrite so every type holds valid values.
+  std::vector<int32_t> table(pages);
+  for (int i = 0; i < pages; ++i) table[i] = i;
+  StepBatch fill;
+  fill.page_size = page;
+  fill.AddSeq(context + 1, 0, table);
+  std::vector<float> kv_rows(static_cast<size_t>(context + 1) * n_kv * hd);
+  for (auto& x : kv_rows) x = static_cast<float>(static_cast<int64_t>(rng.Next() % 2001) - 1000) / 1000.0f;
+  Tensor rows{kv_rows.data(), DType::kF32, context + 1, n_kv * hd, n_kv * hd, {}};
+  ops.BeginStep(fill);
+  for (int l = 0; l < layers; ++l) {
+    kv.k = k.data() + pool_bytes * l;
+    kv.v = v.data() + pool_bytes * l;
+    ops.KvWrite(rows, rows, kv);
+  }
+  StepBatch step;
+  step.page_size = page;
+  step.AddSeq(1, context, table);
+  ops.BeginStep(step);
+  std::vector<float> q(n_heads * hd, 0.01f), out(n_heads * hd);
+  Tensor qt{q.data(), DType::kF32, 1, n_heads * hd, n_heads * hd, {}};
+  Tensor ot{out.data(), DType::kF32, 1, n_heads * hd, n_heads * hd, {}};
+  const double read = 2.0 * static_cast<double>(DTypeBytes(kv_type, hd)) * n_kv * (context + 1);
+  std::vector<double> gbs;
+  for (int i = 0; i < calls + layers; ++i) {
+    kv.k = k.data() + pool_bytes * (i % layers);
+    kv.v = v.data() + pool_bytes * (i % layers);
+    auto t0 = Clock::now();
+    ops.Attention(qt, kv, n_heads, 0.088f, ot);
+    auto t1 = Clock::now();
+    if (i >= layers) gbs.push_back(read / Seconds(t0, t1) / 1e9);
+  }
+  return Summarise(gbs);
+}
+
+std::string Spread(const Stats& s, int digits = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%.*f-%.*f]", digits, s.min, digits, s.max);
+  return buf;
+}
+
+int Main(int argc, char** argv) {
+  bool quick = false;
+  std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kF8E4M3,
+                              DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                              DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  cpu::Isa isa = cpu::DefaultIsa();
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--types" && i + 1 < argc) {
+      types.clear();
+      for (const std::string& name : StrSplit(argv[++i], ',')) {
+        DType t;
+        if (!ParseDType(name, &t)) Fail(ErrorCode::kInvalidArgument, "unknown type ", name);
+        types.push_back(t);
+      }
+    } else if (a == "--isa" && i + 1 < argc) {
+      if (!cpu::ParseIsa(argv[++i], &isa)) Fail(ErrorCode::kInvalidArgument, "unknown ISA ", argv[i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--types f32,bf16,q4_k,...] [--isa generic|avx2|avx512]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  auto ops = CreateCpuOps(isa);
+  const int repeats = quick ? 3 : 7;
+  ThreadPool& pool = DefaultThreadPool();
+  std::printf("hymt CPU kernel lab: backend %s, %d threads, LLC %s, working sets %s\n\n", ops->name().c_str(),
+              pool.size(), FormatBytes(LastLevelCacheBytes()).c_str(),
+              FormatBytes(WorkingSetBytes()).c_str());
+
+  const Stats bw = ReadBandwidth(repeats);
+  std::printf("ceilings (median [min-max] of %d)\n", repeats);
+  std::printf("  read bandwidth         %8.1f GB/s  %s\n", bw.median, Spread(bw).c_str());
+  Stats fma{}, bf16{}, vnni{};
+#if defined(__x86_64__)
+  if (cpu::IsaSupported(cpu::Isa::kAvx512)) {
+    fma = Peak(&PeakFma512, 16 * 32, repeats);
+    bf16 = Peak(&PeakBf16, 16 * 64, repeats);
+    vnni = Peak(&PeakVnni, 16 * 128, repeats);
+    std::printf("  f32 FMA (zmm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
+    std::printf("  vdpbf16ps peak         %8.1f GFLOP/s %s\n", bf16.median, Spread(bf16).c_str());
+    std::printf("  vpdpbusd peak          %8.1f GOP/s  %s\n", vnni.median, Spread(vnni).c_str());
+  } else if (cpu::IsaSupported(cpu::Isa::kAvx2)) {
+    fma = Peak(&PeakFma256, 12 * 16, repeats);
+    std::printf("  f32 FMA (ymm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
+  }
+#endif
+  const Stats dispatch = DispatchMicroseconds();
+  std::printf("  pool dispatch          %8.2f us     %s\n\n", dispatch.median, Spread(dispatch, 2).c_str());
+
+  std::printf("MatMul: GEMV = 1 token (decode), GB/s of weights read and %% of the read bandwidth;\n");
+  std::printf(
+      "        GEMM = 64 tokens (prefill chunk), GFLOP/s and %% of the peak of the instruction used\n");
+  std::printf("        (f32 FMA for float weights, vpdpbusd for the block formats)\n");
+  std::printf("%-8s %-14s %10s %8s %18s %10s %8s\n", "type", "shape", "GEMV GB/s", "of BW", "spread",
+              "GEMM GF/s", "of peak");
+  for (DType t : types) {
+    const bool is_block = GetDTypeInfo(t).quantized;
+    for (const Shape& s : kShapes) {
+      const MatMulResult r = BenchMatMul(*ops, t, s, quick ? 8 : 25, quick ? 2 : 5, true);
+      const double peak = is_block ? vnni.median : fma.median;
+      char shape[32];
+      std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(s.n),
+                    static_cast<long long>(s.k));
+      std::printf("%-8s %-14s %10.1f %7.0f%% %18s %10.1f %7.0f%%\n", DTypeName(t), shape, r.gemv_gbs.median,
+                  100.0 * r.gemv_gbs.median / bw.median, Spread(r.gemv_gbs).c_str(), r.gemm_gflops.median,
+                  peak > 0 ? 100.0 * r.gemm_gflops.median / peak : 0.0);
+      std::fflush(stdout);
+    }
+  }
+
+  std::printf("\nDecode attention (32 q heads, 8 kv heads, head_dim 128, one token), GB/s of K+V read\n");
+  std::printf("%-8s %8s %10s %8s %18s\n", "kv", "context", "GB/s", "of BW", "spread");
+  for (DType kv : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    for (int context : {512, 4096}) {
+      const Stats a = BenchAttention(*ops, kv, context, quick ? 32 : 96);
+      std::printf("%-8s %8d %10.1f %7.0f%% %18s\n", DTypeName(kv), context, a.median,
+                  100.0 * a.median / bw.median, Spread(a).c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace hymt
+
+int main(int argc, char** argv) {
+  try {
+    return hymt::Main(argc, argv);
+  } catch (const hymt::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,523 @@
+// Device-side helpers shared by the .cu files: number conversions, warp reductions, and the weight
+// formats (how each prepared layout is loaded and dequantised).
+//
+// Two independent decoders exist per format on purpose:
+//   - WeightElement(): one element at a time, written straight from ggml's dequantize_row_* loops. The
+//     simple kernels use it, and the tests use the simple kernels as a second oracle on the device.
+//   - Fmt<T>: the vectorised decoder of the fast kernels. A thread loads one "unit" (16-byte loads) and
+//     decodes it as "pieces" of 8 consecutive elements, so every activation load is 16 bytes too.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cuda/cuda_internal.h"
+
+namespace hymt::cuda {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---- numbers ----
+__device__ __forceinline__ float Bf16ToF32(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
+// The two bf16 of a 32-bit word: element 0 is the low half (little-endian).
+__device__ __forceinline__ float Bf16Lo(uint32_t w) {
+  return __uint_as_float(w << 16);
+}
+__device__ __forceinline__ float Bf16Hi(uint32_t w) {
+  return __uint_as_float(w & 0xffff0000u);
+}
+// Round to nearest even (NaN stays NaN).
+__device__ __forceinline__ uint16_t F32ToBf16(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+__device__ __forceinline__ float F16ToF32(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+__device__ __forceinline__ uint16_t F32ToF16(float f) {
+  return __half_as_ushort(__float2half_rn(f));
+}
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  return static_cast<uint32_t>(F32ToBf16(lo)) | (static_cast<uint32_t>(F32ToBf16(hi)) << 16);
+}
+
+// float8 e4m3fn -> f32, exact, written from the format (no infinities; 0x7f and 0xff are NaN).
+__device__ __forceinline__ float F8E4M3ToF32(uint8_t v) {
+  const uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
+  const uint32_t exp = (v >> 3) & 0xfu;
+  const uint32_t mant = v & 0x7u;
+  if (exp == 0xf && mant == 0x7) return __uint_as_float(sign | 0x7fc00000u);
+  if (exp == 0) {
+    const float f = static_cast<float>(mant) * (1.0f / 512.0f);  // subnormal: mant * 2^-9
+    return sign ? -f : f;
+  }
+  return __uint_as_float(sign | ((exp + 127 - 7) << 23) | (mant << 20));
+}
+
+// Byte k (0..3) of w as the float 2^23 + byte, built with one byte permute: the exponent byte 0x4b
+// comes from the constant. Subtracting 2^23 (+ an offset) gives the integer exactly, without the slow
+// integer-to-float conversion unit.
+template <int k>
+__device__ __forceinline__ float MagicByte(uint32_t w) {
+  return __uint_as_float(__byte_perm(w, 0x4b000000u, 0x7440u | k));
+}
+constexpr float kMagic = 8388608.0f;  // 2^23
+
+// 16-byte accesses (global or shared memory; p must be 16-byte aligned). The CPU emulator used to check
+// kernels without a GPU (tools/cuda_emu) verifies the alignment here.
+__device__ __forceinline__ uint4 Ld16(const void* p) {
+#ifdef HYMT_CUDA_EMU
+  EmuCheckAligned(p, 16);
+#endif
+  return *reinterpret_cast<const uint4*>(p);
+}
+__device__ __forceinline__ void St16(void* p, uint4 v) {
+#ifdef HYMT_CUDA_EMU
+  EmuCheckAligned(p, 16);
+#endif
+  *reinterpret_cast<uint4*>(p) = v;
+}
+
+// Reads 8 bf16 (16 bytes, aligned) as floats.
+__device__ __forceinline__ void LoadBf16x8(const uint16_t* p, float out[8]) {
+  const uint4 v = Ld16(p);
+  out[0] = Bf16Lo(v.x);
+  out[1] = Bf16Hi(v.x);
+  out[2] = Bf16Lo(v.y);
+  out[3] = Bf16Hi(v.y);
+  out[4] = Bf16Lo(v.z);
+  out[5] = Bf16Hi(v.z);
+  out[6] = Bf16Lo(v.w);
+  out[7] = Bf16Hi(v.w);
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `scratch` holds 32 floats; the function synchronises, so call it from every thread.
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  v = WarpSum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = lane < n_warps ? scratch[lane] : 0.0f;
+  return WarpSum(t);
+}
+
+// Vector weights (norm weights, inv_freq): element i of a [1, n] f32, f16 or bf16 weight.
+__device__ __forceinline__ float VectorElement(const WeightView& w, int64_t i) {
+  switch (w.dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(w.data)[i];
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(w.data)[i]);
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(w.data)[i]);
+    default:
+      return __int_as_float(0x7fc00000);  // rejected on the host; NaN makes a slip visible
+  }
+}
+
+// ---- the simple decoder: one element, straight from ggml's reference loops ----
+
+// ggml get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block.
+__device__ __forceinline__ void Q4KScaleMin(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
+
+__device__ __forceinline__ float WeightElement(const WeightView& w, int64_t row, int64_t col) {
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t K = w.cols, N = w.rows;
+  switch (w.dtype) {
+    case DType::kF32:
+      return reinterpret_cast<const float*>(base)[row * K + col];
+    case DType::kF16:
+      return F16ToF32(reinterpret_cast<const uint16_t*>(base)[row * K + col]);
+    case DType::kBF16:
+      return Bf16ToF32(reinterpret_cast<const uint16_t*>(base)[row * K + col]);
+    case DType::kF8E4M3:
+      return F8E4M3ToF32(base[row * K + col]);
+    case DType::kQ8_0: {
+      // x = d * qs[i]
+      const int8_t q = reinterpret_cast<const int8_t*>(base)[row * K + col];
+      const uint16_t d = reinterpret_cast<const uint16_t*>(base + N * K)[row * (K / 32) + col / 32];
+      return F16ToF32(d) * static_cast<float>(q);
+    }
+    case DType::kQ4_K: {
+      // 144-byte blocks: d, dmin (f16), scales[12], qs[128]. Within a block, 64-element group j uses
+      // qs[32j .. 32j+32): low nibbles are elements 64j + l, high nibbles 64j + 32 + l.
+      const uint8_t* blk = base + row * (K / 256) * 144 + (col / 256) * 144;
+      const int i = static_cast<int>(col % 256);
+      const int j = i / 64, within = i % 64, high = within >= 32, l = within % 32;
+      const uint8_t byte = blk[16 + 32 * j + l];
+      const int q = high ? (byte >> 4) : (byte & 0xF);
+      int sc, m;
+      Q4KScaleMin(2 * j + high, blk + 4, &sc, &m);
+      const float d = F16ToF32(reinterpret_cast<const uint16_t*>(blk)[0]);
+      const float dmin = F16ToF32(reinterpret_cast<const uint16_t*>(blk)[1]);
+      return d * static_cast<float>(sc) * static_cast<float>(q) - dmin * static_cast<float>(m);
+    }
+    case DType::kQ6_K: {
+      // Half n (128 elements) of super-block b: for l < 32, ql[64n + l] and ql[64n + l + 32] hold the low
+      // 4 bits of elements l, l+32 (low nibbles) and l+64, l+96 (high nibbles); qh[32n + l] holds their
+      // top 2 bits (bits 0-1, 2-3, 4-5, 6-7); scale sc[8n + l/16 + 2g] for element group g; x = d*sc*(q-32).
+      const int64_t b = col / 256;
+      const int i = static_cast<int>(col % 256);
+      const int n = i / 128, g = (i % 128) / 32, l = i % 32;
+      const uint8_t* ql = base + row * (K / 2) + b * 128 + 64 * n;
+      const uint8_t* qh = base + N * K / 2 + row * (K / 4) + b * 64 + 32 * n;
+      const int8_t* sc =
+          reinterpret_cast<const int8_t*>(base + N * K * 3 / 4) + row * (K / 16) + b * 16 + 8 * n;
+      const uint16_t d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16)[row * (K / 256) + b];
+      const uint8_t lowbyte = ql[l + ((g & 1) ? 32 : 0)];
+      const int low = g < 2 ? (lowbyte & 0xF) : (lowbyte >> 4);
+      const int hi = (qh[l] >> (2 * g)) & 3;
+      const int q = (low | (hi << 4)) - 32;
+      return F16ToF32(d) * static_cast<float>(sc[l / 16 + 2 * g]) * static_cast<float>(q);
+    }
+    default:
+      return __int_as_float(0x7fc00000);
+  }
+}
+
+// ---- the vectorised decoders ----
+// Each Fmt<T> provides:
+//   kUnitElems, kPieces      elements one thread loads at a time, and the 8-element pieces they form
+//   Raw Load(w, row, u)      the loads of unit u of a row (all issued before any use)
+//   Ctx MakeCtx(raw, u)      per-unit values shared by the pieces (scales)
+//   PieceCol(u, p)           column of the first of piece p's 8 consecutive elements
+//   Dequant<p>(raw, ctx, u, out)  the 8 values of piece p (weight scale not applied)
+// Units per row = cols / kUnitElems; cols must be a multiple of kUnitElems.
+template <DType T>
+struct Fmt;
+
+struct NoCtx {};
+
+template <>
+struct Fmt<DType::kBF16> {
+  static constexpr int kUnitElems = 8, kPieces = 1;
+  struct Raw {
+    uint4 v;
+  };
+  using Ctx = NoCtx;
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    return {__ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w.data) + row * w.cols) + u)};
+  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw&, int) { return {}; }
+  static __device__ __forceinline__ int PieceCol(int u, int) { return u * 8; }
+  template <int p>
+  static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx&, int, float o[8]) {
+    o[0] = Bf16Lo(r.v.x), o[1] = Bf16Hi(r.v.x), o[2] = Bf16Lo(r.v.y), o[3] = Bf16Hi(r.v.y);
+    o[4] = Bf16Lo(r.v.z), o[5] = Bf16Hi(r.v.z), o[6] = Bf16Lo(r.v.w), o[7] = Bf16Hi(r.v.w);
+  }
+};
+
+template <>
+struct Fmt<DType::kF16> {
+  static constexpr int kUnitElems = 8, kPieces = 1;
+  struct Raw {
+    uint4 v;
+  };
+  using Ctx = NoCtx;
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    return {__ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w.data) + row * w.cols) + u)};
+  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw&, int) { return {}; }
+  static __device__ __forceinline__ int PieceCol(int u, int) { return u * 8; }
+  static __device__ __forceinline__ float2 Half2(uint32_t w) {
+    __half2 h;
+    memcpy(&h, &w, 4);
+    return __half22float2(h);
+  }
+  template <int p>
+  static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx&, int, float o[8]) {
+    const uint32_t words[4] = {r.v.x, r.v.y, r.v.z, r.v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = Half2(words[i]);
+      o[2 * i] = f.x, o[2 * i + 1] = f.y;
+    }
+  }
+};
+
+template <>
+struct Fmt<DType::kF32> {
+  static constexpr int kUnitElems = 8, kPieces = 1;
+  struct Raw {
+    uint4 a, b;
+  };
+  using Ctx = NoCtx;
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const float*>(w.data) + row * w.cols) + 2 * u;
+    return {__ldg(p), __ldg(p + 1)};
+  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw&, int) { return {}; }
+  static __device__ __forceinline__ int PieceCol(int u, int) { return u * 8; }
+  template <int p>
+  static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx&, int, float o[8]) {
+    o[0] = __uint_as_float(r.a.x), o[1] = __uint_as_float(r.a.y), o[2] = __uint_as_float(r.a.z);
+    o[3] = __uint_as_float(r.a.w), o[4] = __uint_as_float(r.b.x), o[5] = __uint_as_float(r.b.y);
+    o[6] = __uint_as_float(r.b.z), o[7] = __uint_as_float(r.b.w);
+  }
+};
+
+template <>
+struct Fmt<DType::kF8E4M3> {
+  static constexpr int kUnitElems = 16, kPieces = 2;
+  struct Raw {
+    uint4 v;
+  };
+  using Ctx = NoCtx;
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    return {__ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w.data) + row * w.cols) + u)};
+  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw&, int) { return {}; }
+  static __device__ __forceinline__ int PieceCol(int u, int p) { return u * 16 + p * 8; }
+  // Two e4m3 -> two f32 (hardware conversion on sm_89+, the header's emulation before).
+  static __device__ __forceinline__ float2 Pair(uint32_t bits16) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(bits16), __NV_E4M3);
+    __half2 h2;
+    memcpy(&h2, &h, 4);
+    return __half22float2(h2);
+  }
+  template <int p>
+  static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx&, int, float o[8]) {
+    const uint32_t w0 = p == 0 ? r.v.x : r.v.z, w1 = p == 0 ? r.v.y : r.v.w;
+    const float2 a = Pair(w0 & 0xffffu), b = Pair(w0 >> 16), c = Pair(w1 & 0xffffu), d = Pair(w1 >> 16);
+    o[0] = a.x, o[1] = a.y, o[2] = b.x, o[3] = b.y, o[4] = c.x, o[5] = c.y, o[6] = d.x, o[7] = d.y;
+  }
+};
+
+template <>
+struct Fmt<DType::kQ8_0> {
+  static constexpr int kUnitElems = 16, kPieces = 2;
+  struct Raw {
+    uint4 q;
+    uint16_t d;
+  };
+  struct Ctx {
+    float d;
+  };
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    const uint8_t* base = static_cast<const uint8_t*>(w.data);
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(base + w.rows * w.cols);
+    return {__ldg(reinterpret_cast<const uint4*>(base + row * w.cols) + u),
+            __ldg(d + row * (w.cols / 32) + u / 2)};
+  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int) { return {F16ToF32(r.d)}; }
+  static __device__ __forceinline__ int PieceCol(int u, int p) { return u * 16 + p * 8; }
+  template <int p>
+  static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx& c, int, float o[8]) {
+    // Biasing each int8 by 128 (xor 0x80) makes it an unsigned byte for the magic conversion.
+    const uint32_t w0 = (p == 0 ? r.q.x : r.q.z) ^ 0x80808080u, w1 = (p == 0 ? r.q.y : r.q.w) ^ 0x80808080u;
+    constexpr float kOff = kMagic + 128.0f;
+    o[0] = (MagicByte<0>(w0) - kOff) * c.d, o[1] = (MagicByte<1>(w0) - kOff) * c.d;
+    o[2] = (MagicByte<2>(w0) - kOff) * c.d, o[3] = (MagicByte<3>(w0) - kOff) * c.d;
+    o[4] = (MagicByte<0>(w1) - kOff) * c.d, o[5] = (MagicByte<1>(w1) - kOff) * c.d;
+    o[6] = (MagicByte<2>(w1) - kOff) * c.d, o[7] = (MagicByte<3>(w1) - kOff) * c.d;
+  }
+};
+
+// Q4_K, native layout. Unit u = 16-byte chunk c = u % 8 of the 128 quant bytes of super-block u / 8,
+// plus the block's 16-byte header (d, dmin, scales): chunk c holds bytes l = 16(c%2) .. +16 of 64-element
+// group j = c/2; low nibbles are elements 64j + l (sub-block 2j), high nibbles 64j + 32 + l (sub-block
+// 2j+1). Pieces: 0 = low nibbles of bytes 0-7, 1 = low of 8-15, 2 = high of 0-7, 3 = high of 8-15.
+template <>
+struct Fmt<DType::kQ4_K> {
+  static constexpr int kUnitElems = 32, kPieces = 4;
+  struct Raw {
+    uint4 hdr, qs;
+  };
+  struct Ctx {
+    float d1, m1, d2, m2;  // scale and min of the unit's two sub-blocks
+  };
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    const uint8_t* blk = static_cast<const uint8_t*>(w.data) + row * (w.cols / 256) * 144 + (u / 8) * 144;
+    return {__ldg(reinterpret_cast<const uint4*>(blk)),
+            __ldg(reinterpret_cast<const uint4*>(blk + 16) + (u % 8))};
+  }
+  // Byte k (0..11) of the packed scales, which are header bytes 4..15.
+  static __device__ __forceinline__ uint32_t ScaleByte(const uint4& h, int k) {
+    const uint32_t word = k < 4 ? h.y : (k < 8 ? h.z : h.w);
+    return (word >> (8 * (k & 3))) & 0xffu;
+  }
+  static __device__ __forceinline__ void ScaleMin(const uint4& h, int j, float* sc, float* m) {
+    uint32_t s, mm;
+    if (j < 4) {
+      s = ScaleByte(h, j) & 63;
+      mm = ScaleByte(h, j + 4) & 63;
+    } else {
+      s = (ScaleByte(h, j + 4) & 0xF) | ((ScaleByte(h, j - 4) >> 6) << 4);
+      mm = (ScaleByte(h, j + 4) >> 4) | ((ScaleByte(h, j) >> 6) << 4);
+    }
+    *sc = static_cast<float>(s);
+    *m = static_cast<float>(mm);
+  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
+    const float d = F16ToF32(r.hdr.x & 0xffffu), dmin = F16ToF32(r.hdr.x >> 16);
+    const int j = (u % 8) / 2;
+    float s1, m1, s2, m2;
+    ScaleMin(r.hdr, 2 * j, &s1, &m1);
+    ScaleMin(r.hdr, 2 * j + 1, &s2, &m2);
+    return {d * s1, dmin * m1, d * s2, dmin * m2};
+  }
+  static __device__ __forceinline__ int PieceCol(int u, int p) {
+    const int c = u % 8;
+    return (u / 8) * 256 + (c / 2) * 64 + (p >= 2 ? 32 : 0) + (c % 2) * 16 + (p & 1) * 8;
+  }
+  template <int p>
+  static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx& c, int, float o[8]) {
+    constexpr int kShift = p >= 2 ? 4 : 0;
+    const uint32_t w0 = ((p & 1) == 0 ? r.qs.x : r.qs.z) >> kShift & 0x0f0f0f0fu;
+    const uint32_t w1 = ((p & 1) == 0 ? r.qs.y : r.qs.w) >> kShift & 0x0f0f0f0fu;
+    const float d = p >= 2 ? c.d2 : c.d1, m = p >= 2 ? c.m2 : c.m1;
+    o[0] = d * (MagicByte<0>(w0) - kMagic) - m, o[1] = d * (MagicByte<1>(w0) - kMagic) - m;
+    o[2] = d * (MagicByte<2>(w0) - kMagic) - m, o[3] = d * (MagicByte<3>(w0) - kMagic) - m;
+    o[4] = d * (MagicByte<0>(w1) - kMagic) - m, o[5] = d * (MagicByte<1>(w1) - kMagic) - m;
+    o[6] = d * (MagicByte<2>(w1) - kMagic) - m, o[7] = d * (MagicByte<3>(w1) - kMagic) - m;
+  }
+};
+
+// Q6_K, split layout. Unit u = 16 values of l (l0 = 16 * (u % 2)) of half n = (u / 2) % 2 of super-block
+// b = u / 4: ql bytes [l0, l0+16) and [l0+32, l0+48) of the half, qh bytes [l0, l0+16), the half's 8
+// scales and d. Piece p = 2g + s: element group g (offset 32g), values l0 + 8s .. +8.
+template <>
+struct Fmt<DType::kQ6_K> {
+  static constexpr int kUnitElems = 64, kPieces = 8;
+  struct Raw {
+    uint4 qla, qlb, qh;
+    uint2 sc;
+    uint16_t d;
+  };
+  struct Ctx {
+    float dsc[4];  // d * scale of element groups 0..3
+  };
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    const int64_t K = w.cols, N = w.rows;
+    const uint8_t* base = static_cast<const uint8_t*>(w.data);
+    const int b = u / 4, n = (u / 2) % 2, hh = u % 2;
+    const uint8_t* ql = base + row * (K / 2) + b * 128 + 64 * n + 16 * hh;
+    const uint8_t* qh = base + N * K / 2 + row * (K / 4) + b * 64 + 32 * n + 16 * hh;
+    const uint8_t* sc = base + N * K * 3 / 4 + row * (K / 16) + b * 16 + 8 * n;
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256) + b;
+    return {__ldg(reinterpret_cast<const uint4*>(ql)), __ldg(reinterpret_cast<const uint4*>(ql + 32)),
+            __ldg(reinterpret_cast<const uint4*>(qh)), __ldg(reinterpret_cast<const uint2*>(sc)), __ldg(d)};
+  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
+    const int hh = u % 2;  // scale index within the half: l0/16 + 2g
+    const float d = F16ToF32(r.d);
+    Ctx c;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      const int k = hh + 2 * g;  // 0..7
+      const uint32_t word = k < 4 ? r.sc.x : r.sc.y;
+      const int8_t s = static_cast<int8_t>((word >> (8 * (k & 3))) & 0xffu);
+      c.dsc[g] = d * static_cast<float>(s);
+    }
+    return c;
+  }
+  static __device__ __forceinline__ int PieceCol(int u, int p) {
+    return (u / 4) * 256 + ((u / 2) % 2) * 128 + (p / 2) * 32 + (u % 2) * 16 + (p & 1) * 8;
+  }
+  template <int p>
+  static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx& c, int, float o[8]) {
+    constexpr int g = p / 2, s = p & 1;
+    const uint4& ql = (g & 1) ? r.qlb : r.qla;
+    const uint32_t l0 = s == 0 ? ql.x : ql.z, l1 = s == 0 ? ql.y : ql.w;
+    const uint32_t h0 = s == 0 ? r.qh.x : r.qh.z, h1 = s == 0 ? r.qh.y : r.qh.w;
+    // 6-bit values (0..63) in each byte: 4 low bits from ql, 2 high bits from qh.
+    const uint32_t q0 =
+        (g < 2 ? (l0 & 0x0f0f0f0fu) : ((l0 >> 4) & 0x0f0f0f0fu)) | (((h0 >> (2 * g)) & 0x03030303u) << 4);
+    const uint32_t q1 =
+        (g < 2 ? (l1 & 0x0f0f0f0fu) : ((l1 >> 4) & 0x0f0f0f0fu)) | (((h1 >> (2 * g)) & 0x03030303u) << 4);
+    constexpr float kOff = kMagic + 32.0f;
+    const float d = c.dsc[g];
+    o[0] = d * (MagicByte<0>(q0) - kOff), o[1] = d * (MagicByte<1>(q0) - kOff);
+    o[2] = d * (MagicByte<2>(q0) - kOff), o[3] = d * (MagicByte<3>(q0) - kOff);
+    o[4] = d * (MagicByte<0>(q1) - kOff), o[5] = d * (MagicByte<1>(q1) - kOff);
+    o[6] = d * (MagicByte<2>(q1) - kOff), o[7] = d * (MagicByte<3>(q1) - kOff);
+  }
+};
+
+// Calls f(std::integral_constant<int, I>{}) for I = Begin .. End-1, unrolled at compile time (so that
+// indices derived from I are constants and register arrays stay in registers).
+template <int Begin, int End, typename F>
+__device__ __forceinline__ void StaticFor(F&& f) {
+  if constexpr (Begin < End) {
+    f(std::integral_constant<int, Begin>{});
+    StaticFor<Begin + 1, End>(f);
+  }
+}
+
+// Calls f.template operator()<T>() for the weight types that have a vectorised decoder; returns false
+// for the others.
+template <typename F>
+bool DispatchFmt(DType t, F&& f) {
+  switch (t) {
+    case DType::kBF16:
+      f.template operator()<DType::kBF16>();
+      return true;
+    case DType::kF16:
+      f.template operator()<DType::kF16>();
+      return true;
+    case DType::kF32:
+      f.template operator()<DType::kF32>();
+      return true;
+    case DType::kF8E4M3:
+      f.template operator()<DType::kF8E4M3>();
+      return true;
+    case DType::kQ8_0:
+      f.template operator()<DType::kQ8_0>();
+      return true;
+    case DType::kQ4_K:
+      f.template operator()<DType::kQ4_K>();
+      return true;
+    case DType::kQ6_K:
+      f.template operator()<DType::kQ6_K>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Elements per unit of the vectorised decoder (0: none).
+inline int FmtUnitElems(DType t) {
+  switch (t) {
+    case DType::kBF16:
+    case DType::kF16:
+    case DType::kF32:
+      return 8;
+    case DType::kF8E4M3:
+    case DType::kQ8_0:
+      return 16;
+    case DType::kQ4_K:
+      return 32;
+    case DType::kQ6_K:
+      return 64;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace hymt::cuda

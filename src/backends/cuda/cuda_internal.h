@@ -1,0 +1,159 @@
+// Internal interface of the CUDA backend: the plain structs the kernels take and the launchers each .cu
+// file exports to cuda_ops.cc. No CUDA C++ here (only the runtime API types), so host-only .cc files
+// include it too.
+//
+// Device layouts of prepared weights (PrepareWeight writes them, every kernel reads them):
+//   f32, f16, bf16, f8_e4m3, q4_k  as stored: row-major, row r at data + r * DTypeBytes(dtype, cols).
+//                                  (q4_k blocks are 144 = 9 x 16 bytes, so 16-byte loads stay aligned.)
+//   q8_0   split into two arrays (34-byte blocks would break 16-byte loads):
+//          qs  int8 [rows][cols]          at data
+//          d   f16  [rows][cols / 32]     at data + rows * cols
+//   q6_k   split into four arrays (210-byte blocks), each keeping ggml's order inside a super-block:
+//          ql  u8   [rows][cols / 2]      at data
+//          qh  u8   [rows][cols / 4]      at data + rows * cols / 2
+//          sc  int8 [rows][cols / 16]     at data + rows * cols * 3 / 4
+//          d   f16  [rows][cols / 256]    at data + rows * cols * 13 / 16
+// Sizes are unchanged by the split, so a prepared weight takes Weight::bytes() of device memory.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace hymt::cuda {
+
+// Throws Error(kInternal), or kResourceExhausted for out-of-memory, naming the call, file and line.
+void CheckCuda(cudaError_t err, const char* what, const char* file, int line);
+
+}  // namespace hymt::cuda
+
+#define HYMT_CUDA_CHECK(expr) ::hymt::cuda::CheckCuda((expr), #expr, __FILE__, __LINE__)
+// After every kernel launch: a bad launch configuration shows up here, not at the next sync.
+#define HYMT_CUDA_CHECK_LAUNCH() \
+  ::hymt::cuda::CheckCuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+// Argument checks of the CUDA backend throw (the runtime reports them) instead of aborting.
+#define HYMT_CUDA_EXPECT(cond, ...)                                                        \
+  do {                                                                                     \
+    if (!(cond))                                                                           \
+      ::hymt::Fail(::hymt::ErrorCode::kInvalidArgument, "cuda: ", __FILE__, ":", __LINE__, \
+                   ": " #cond __VA_OPT__(, ": ", ) __VA_ARGS__);                           \
+  } while (0)
+
+namespace hymt::cuda {
+
+// A prepared weight on the device (layouts above).
+struct WeightView {
+  DType dtype = DType::kBF16;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+  float scale = 1.0f;
+};
+
+// A 2-D activation on the device: bf16 unless a launcher says otherwise.
+struct MatView {
+  void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t stride = 0;  // elements
+};
+
+// One sequence of the step as the kernels see it (a copy of StepBatch::Seq).
+struct DevSeq {
+  int32_t first_row;
+  int32_t n_rows;
+  int32_t n_past;
+  int32_t first_page;
+  int32_t n_pages;
+};
+
+// The step's batch in device memory (uploaded by BeginStep). Kernels read per-step values from here,
+// never from launch arguments, so that a captured graph replays correctly with new positions.
+struct BatchView {
+  const DevSeq* seqs = nullptr;        // [n_seqs]
+  const int32_t* positions = nullptr;  // [n_rows]
+  const int32_t* row_seq = nullptr;    // [n_rows]
+  const int32_t* pages = nullptr;      // concatenated page tables
+};
+
+struct KvView {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kBF16;  // bf16, f16 or f32
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int page_size = 0;
+};
+
+// A tile of query rows of one sequence for the prefill attention kernel.
+struct PrefillTile {
+  int32_t seq;
+  int32_t first_row;  // activation row of the tile's first query
+  int32_t n_rows;     // <= the kernel's tile height
+};
+
+// ---- embed.cu ----
+// out[i, :] = dequant(table[ids[i], :]) as bf16. ids is a device array of out.rows entries.
+void LaunchEmbed(const WeightView& table, const int32_t* ids, MatView out, bool simple, cudaStream_t stream);
+// out[i, :] = dequant(w[row0 + i, :]) as bf16 for i < n (the GEMM path's slab); out is [n, w.cols].
+void LaunchDequantRows(const WeightView& w, int64_t row0, int64_t n, uint16_t* out, cudaStream_t stream);
+
+// ---- norm.cu ----
+void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream);
+void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
+                    float eps, const int32_t* positions, cudaStream_t stream);
+
+// ---- elementwise.cu ----
+void LaunchSwiGlu(MatView gate, MatView up, MatView out, cudaStream_t stream);
+void LaunchAdd(MatView x, MatView y, cudaStream_t stream);
+// Copies whole rows of elem_bytes-sized elements: out[i] = x[rows[i]] (rows: device array).
+void LaunchGatherRows(MatView x, int elem_bytes, const int32_t* rows, MatView out, cudaStream_t stream);
+// Fills n 16-bit values at p (tests and the bench poison buffers with it).
+void LaunchFill16(void* p, int64_t n, uint16_t value, cudaStream_t stream);
+
+// ---- kv.cu ----
+void LaunchKvWrite(MatView k, MatView v, const KvView& kv, BatchView batch, cudaStream_t stream);
+
+// ---- gemv.cu ----
+// True when the fast GEMV kernel takes this weight type and these shapes/alignments.
+bool GemvFastSupported(const WeightView& w, MatView x);
+// out[t, n] = sum_k x[t, k] * W[n, k] * w.scale for t < x.rows <= kGemvMaxRows, reading W once.
+// out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K weights take
+// the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).
+void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
+                size_t act_scratch_bytes, cudaStream_t stream);
+size_t GemvActScratchBytes(int64_t rows, int64_t cols);
+// The simple reference kernel (any row count, any alignment): one block per output element.
+void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream);
+constexpr int kGemvMaxRows = 8;
+
+// ---- attention.cu ----
+struct AttentionArgs {
+  MatView q;    // [rows, n_heads * head_dim]
+  MatView out;  // same shape
+  KvView kv;
+  BatchView batch;
+  int n_heads = 0;
+  float scale = 0;
+  // Decode path: rows handled one by one with the context split across blocks (flash decoding).
+  const int32_t* decode_rows = nullptr;  // device [n_decode]
+  int n_decode = 0;
+  int n_splits = 1;
+  float* partial_o = nullptr;   // [n_decode][n_heads][n_splits][head_dim]
+  float* partial_ml = nullptr;  // [n_decode][n_heads][n_splits][2]
+  // Prefill path: tiles of query rows sharing each K/V tile.
+  const PrefillTile* tiles = nullptr;  // device [n_tiles]
+  int n_tiles = 0;
+};
+// True when the fast decode and prefill kernels take this head_dim, group and KV type.
+bool AttentionFastSupported(const KvView& kv, int n_heads);
+// Rows of one prefill tile for a GQA group size (the kernel handles 64 (row, head) pairs per block).
+int PrefillTileRows(int group);
+void LaunchAttentionFast(const AttentionArgs& args, cudaStream_t stream);
+// The simple kernel: one warp per (row, head), every row of the batch (rows = q.rows).
+void LaunchAttentionSimple(const AttentionArgs& args, cudaStream_t stream);
+
+}  // namespace hymt::cuda

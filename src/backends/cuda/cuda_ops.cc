@@ -1,0 +1,1062 @@
+// CudaOps: argument checks, memory, weight upload, the step batch, graphs, and the choice of kernel
+// for each op. The kernels and their launchers live in the .cu files (one per op family).
+#include "backends/cuda/cuda_ops.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+#include <vector>
+
+#include "backends/cuda/cuda_internal.h"
+#include "core/half.h"
+#include "core/logging.h"
+#include "core/status.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+namespace hymt {
+namespace cuda {
+
+void CheckCuda(cudaError_t err, const char* what, const char* file, int line) {
+  if (err == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so that the next call does not report it again
+  const ErrorCode code =
+      err == cudaErrorMemoryAllocation ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
+  Fail(code, "CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") in ", what, " at ", file,
+       ":", line);
+}
+
+}  // namespace cuda
+
+namespace {
+
+using cuda::BatchView;
+using cuda::DevSeq;
+using cuda::KvView;
+using cuda::MatView;
+using cuda::PrefillTile;
+using cuda::WeightView;
+
+#define HYMT_CUBLAS_CHECK(expr) CheckCublas((expr), #expr, __FILE__, __LINE__)
+void CheckCublas(cublasStatus_t st, const char* what, const char* file, int line) {
+  if (st == CUBLAS_STATUS_SUCCESS) return;
+  const ErrorCode code =
+      st == CUBLAS_STATUS_ALLOC_FAILED ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
+  Fail(code, "cuBLAS error ", cublasGetStatusString(st), " in ", what, " at ", file, ":", line);
+}
+
+// Rows of a sequence up to which decode attention (flash decoding, one row at a time) is used; longer
+// chunks go to the prefill kernel.
+constexpr int kDecodeMaxRows = 4;
+// Decode attention: at least this many positions per split, at most this many splits.
+constexpr int kSplitMinPositions = 64;
+constexpr int kMaxSplits = 64;
+// MatMul with weights other than bf16: up to this many rows run as GEMV passes of kGemvMaxRows (each
+// reads the weight once); more rows dequantise slabs to bf16 for cuBLAS (~4.5 bytes per weight element
+// moved, so the GEMV passes win up to ~8 passes for q4_k, ~4 for q8_0).
+constexpr int kQuantGemvMaxRows = 32;
+// Pinned chunks PrepareWeight streams weights through (two, so that one fills while one copies).
+constexpr size_t kUploadChunkBytes = size_t{16} << 20;
+constexpr size_t kStagingAlign = 256;
+// Tile heights of the prefill kernel for GQA groups 1, 2, 4, 8 (the kernel holds 64 (row, head) pairs).
+constexpr int kTileVariants = 4;
+
+size_t RoundUp(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+int64_t Ptr(const void* p) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(p));
+}
+int64_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+int NextPow2(int v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// Makes `device` current on the calling thread (cheap when it already is).
+void Bind(int device) {
+  int current = -1;
+  HYMT_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device) HYMT_CUDA_CHECK(cudaSetDevice(device));
+}
+
+// ---- owning wrappers (destructors never throw) ----
+
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  DeviceMemory(size_t bytes, const std::string& what, int device) : size_(bytes) {
+    if (bytes == 0) return;
+    const cudaError_t err = cudaMalloc(&ptr_, bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      ptr_ = nullptr;
+      size_t free_bytes = 0, total = 0;
+      cudaMemGetInfo(&free_bytes, &total);
+      if (err == cudaErrorMemoryAllocation)
+        Fail(ErrorCode::kResourceExhausted, "cannot allocate GPU memory for ", what, " on cuda:", device,
+             ": needs ", FormatBytes(bytes), ", ", FormatBytes(free_bytes), " free of ", FormatBytes(total));
+      cuda::CheckCuda(err, "cudaMalloc", __FILE__, __LINE__);
+    }
+  }
+  DeviceMemory(DeviceMemory&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr; }
+  DeviceMemory& operator=(DeviceMemory&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~DeviceMemory() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  void* get() const { return ptr_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+class PinnedMemory {
+ public:
+  PinnedMemory() = default;
+  PinnedMemory(size_t bytes, const std::string& what) {
+    const cudaError_t err = cudaMallocHost(&ptr_, bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      ptr_ = nullptr;
+      Fail(ErrorCode::kResourceExhausted, "cannot allocate ", FormatBytes(bytes),
+           " of pinned host memory for ", what, ": ", cudaGetErrorString(err));
+    }
+  }
+  PinnedMemory(PinnedMemory&& o) noexcept : ptr_(o.ptr_) { o.ptr_ = nullptr; }
+  PinnedMemory& operator=(PinnedMemory&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    return *this;
+  }
+  ~PinnedMemory() {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  }
+  char* get() const { return static_cast<char*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+class Event {
+ public:
+  Event() { HYMT_CUDA_CHECK(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming)); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() { cudaEventDestroy(ev_); }
+  cudaEvent_t get() const { return ev_; }
+
+ private:
+  cudaEvent_t ev_ = nullptr;
+};
+
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(size_t bytes, const std::string& what, int device) : mem_(bytes, what, device) {}
+  void* data() override { return mem_.get(); }
+  size_t size() const override { return mem_.size(); }
+
+ private:
+  DeviceMemory mem_;
+};
+
+// Host memory staged for upload: a pinned area and its device twin at the same offsets. `done` is
+// recorded after the latest eager upload, so the pinned bytes are free again once it has completed.
+struct StagingArea {
+  PinnedMemory host;
+  DeviceMemory dev;
+  size_t capacity = 0;
+  size_t used = 0;
+  Event done;
+};
+
+class GraphImpl final : public CudaGraph {
+ public:
+  ~GraphImpl() override {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);  // freed after completion if still running
+  }
+  cudaGraphExec_t exec = nullptr;
+  std::vector<int64_t> trace;  // every op's arguments at capture, compared on replay
+  const void* owner = nullptr;
+};
+
+// Where each region of a prepared weight goes: region i holds row_bytes[i] per row at base[i] (see the
+// layouts in cuda_internal.h).
+struct WeightLayout {
+  int n_regions = 1;
+  size_t row_bytes[4] = {};
+  size_t base[4] = {};
+  DType device_type = DType::kBF16;
+  bool host_dequant = false;  // converted to bf16 on the host (formats without kernels)
+  size_t total = 0;
+};
+
+WeightLayout LayoutFor(DType t, int64_t rows, int64_t cols) {
+  WeightLayout l;
+  const size_t n = static_cast<size_t>(rows), k = static_cast<size_t>(cols);
+  auto set = [&](std::initializer_list<size_t> row_bytes) {
+    l.n_regions = 0;
+    size_t base = 0;
+    for (size_t rb : row_bytes) {
+      l.row_bytes[l.n_regions] = rb;
+      l.base[l.n_regions] = base;
+      base += rb * n;
+      ++l.n_regions;
+    }
+    l.total = base;
+  };
+  switch (t) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kF8E4M3:
+    case DType::kQ4_K:
+      l.device_type = t;
+      set({DTypeBytes(t, cols)});
+      break;
+    case DType::kQ8_0:
+      l.device_type = t;
+      set({k, k / 32 * 2});
+      break;
+    case DType::kQ6_K:
+      l.device_type = t;
+      set({k / 2, k / 4, k / 16, k / 256 * 2});
+      break;
+    default:
+      l.device_type = DType::kBF16;
+      l.host_dequant = true;
+      set({k * 2});
+      break;
+  }
+  return l;
+}
+
+// Writes rows [r0, r1) of a host weight in the device layout into `dst`: region i of the chunk at
+// dst + sum_{i' < i} (r1 - r0) * row_bytes[i'].
+void FillChunk(const Weight& host, const WeightLayout& l, int64_t r0, int64_t r1, char* dst,
+               std::vector<float>& tmp) {
+  const size_t src_row = DTypeBytes(host.dtype, host.cols);
+  const char* src = static_cast<const char*>(host.data);
+  const size_t nr = static_cast<size_t>(r1 - r0);
+  char* region[4];
+  size_t off = 0;
+  for (int i = 0; i < l.n_regions; ++i) {
+    region[i] = dst + off;
+    off += nr * l.row_bytes[i];
+  }
+  const int64_t k = host.cols;
+  for (int64_t r = r0; r < r1; ++r) {
+    const char* s = src + static_cast<size_t>(r) * src_row;
+    const size_t lr = static_cast<size_t>(r - r0);
+    if (l.host_dequant) {
+      tmp.resize(static_cast<size_t>(k));
+      DequantizeRow(host.dtype, s, tmp.data(), k);
+      uint16_t* d = reinterpret_cast<uint16_t*>(region[0] + lr * l.row_bytes[0]);
+      for (int64_t i = 0; i < k; ++i) d[i] = F32ToBf16(tmp[static_cast<size_t>(i)]);
+    } else if (host.dtype == DType::kQ8_0) {
+      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(s);
+      int8_t* qs = reinterpret_cast<int8_t*>(region[0] + lr * l.row_bytes[0]);
+      uint16_t* d = reinterpret_cast<uint16_t*>(region[1] + lr * l.row_bytes[1]);
+      for (int64_t i = 0; i < k / kQK; ++i) {
+        d[i] = b[i].d;
+        std::memcpy(qs + i * kQK, b[i].qs, kQK);
+      }
+    } else if (host.dtype == DType::kQ6_K) {
+      const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(s);
+      uint8_t* ql = reinterpret_cast<uint8_t*>(region[0] + lr * l.row_bytes[0]);
+      uint8_t* qh = reinterpret_cast<uint8_t*>(region[1] + lr * l.row_bytes[1]);
+      int8_t* sc = reinterpret_cast<int8_t*>(region[2] + lr * l.row_bytes[2]);
+      uint16_t* d = reinterpret_cast<uint16_t*>(region[3] + lr * l.row_bytes[3]);
+      for (int64_t i = 0; i < k / kQKK; ++i) {
+        std::memcpy(ql + i * (kQKK / 2), b[i].ql, kQKK / 2);
+        std::memcpy(qh + i * (kQKK / 4), b[i].qh, kQKK / 4);
+        std::memcpy(sc + i * (kQKK / 16), b[i].scales, kQKK / 16);
+        d[i] = b[i].d;
+      }
+    } else {
+      std::memcpy(region[0] + lr * l.row_bytes[0], s, src_row);
+    }
+  }
+}
+
+enum OpCode : int64_t {
+  kOpBeginStep = 1,
+  kOpEmbed,
+  kOpRmsNorm,
+  kOpMatMul,
+  kOpRopeNorm,
+  kOpKvWrite,
+  kOpAttention,
+  kOpSwiGlu,
+  kOpAdd,
+  kOpGatherRows,
+  kOpCopyFromHost,
+};
+
+class CudaOpsImpl final : public CudaOps {
+ public:
+  CudaOpsImpl(int device, const CudaOpsOptions& options) : device_(device), options_(options) {
+    const int count = CudaDeviceCount();
+    if (device < 0 || device >= count)
+      Fail(ErrorCode::kInvalidArgument, "cuda:", device, " does not exist (", count, " CUDA devices)");
+    HYMT_CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    HYMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    sm_count_ = prop.multiProcessorCount;
+    HYMT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    HYMT_CUBLAS_CHECK(cublasCreate(&cublas_));
+    HYMT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    cublas_ws_ = DeviceMemory(options.cublas_workspace_bytes, "the cuBLAS workspace", device);
+    HYMT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()));
+    dequant_ = DeviceMemory(options.dequant_scratch_bytes, "the GEMM dequantisation slab", device);
+    attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
+    if (options.q4k_int8_activations)
+      act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
+    for (StagingArea* area : {&batch_area_, &ops_area_}) {
+      area->capacity = options.staging_bytes;
+      area->host = PinnedMemory(options.staging_bytes, "step staging");
+      area->dev = DeviceMemory(options.staging_bytes, "step staging", device);
+    }
+    HYMT_LOG_DEBUG("cuda:", device, " ", prop.name, ", ", sm_count_, " SMs, scratch ",
+                   FormatBytes(ScratchBytes()));
+  }
+
+  ~CudaOpsImpl() override {
+    cudaSetDevice(device_);
+    if (mode_ == Mode::kCapture) {
+      cudaGraph_t g = nullptr;
+      cudaStreamEndCapture(stream_, &g);
+      if (g != nullptr) cudaGraphDestroy(g);
+    }
+    cudaStreamSynchronize(stream_);
+    cudaGetLastError();
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  DeviceId device() const override { return DeviceId{DeviceKind::kCuda, device_}; }
+  DType activation_dtype() const override { return DType::kBF16; }
+
+  // ---- memory ----
+  std::unique_ptr<Buffer> Allocate(size_t bytes, const std::string& what) override {
+    ExpectEager("Allocate");
+    Bind(device_);
+    return std::make_unique<CudaBuffer>(bytes, what, device_);
+  }
+
+  Weight PrepareWeight(const Weight& host) override {
+    ExpectEager("PrepareWeight");
+    if (host.device.kind == DeviceKind::kCuda) {
+      HYMT_CUDA_EXPECT(host.device.index == device_, "weight ", host.name, " is on cuda:", host.device.index);
+      return host;
+    }
+    HYMT_CUDA_EXPECT(host.data != nullptr && host.rows > 0 && host.cols > 0, "weight ", host.name);
+    HYMT_CUDA_EXPECT(host.cols % GetDTypeInfo(host.dtype).block_size == 0, "weight ", host.name, ": ",
+                     host.cols, " columns of ", DTypeName(host.dtype));
+    if (host.dtype == DType::kI32) Fail(ErrorCode::kUnsupported, "cuda: weight ", host.name, " is i32");
+    Bind(device_);
+    const WeightLayout layout = LayoutFor(host.dtype, host.rows, host.cols);
+    if (layout.host_dequant)
+      HYMT_LOG_WARN("cuda: no kernels for ", DTypeName(host.dtype), "; ", host.name, " is converted to bf16");
+    size_t row_bytes = 0;
+    for (int i = 0; i < layout.n_regions; ++i) row_bytes += layout.row_bytes[i];
+    if (row_bytes > kUploadChunkBytes)
+      Fail(ErrorCode::kUnsupported, "cuda: weight ", host.name, " has rows of ", FormatBytes(row_bytes),
+           " (limit ", FormatBytes(kUploadChunkBytes), ")");
+    DeviceMemory mem(layout.total, "weight " + host.name, device_);
+    char* dev = static_cast<char*>(mem.get());
+
+    if (upload_chunks_[0].get() == nullptr)
+      for (PinnedMemory& chunk : upload_chunks_) chunk = PinnedMemory(kUploadChunkBytes, "weight upload");
+    const int64_t rows_per_chunk = static_cast<int64_t>(kUploadChunkBytes / row_bytes);
+    std::vector<float> tmp;
+    int which = 0;
+    for (int64_t r0 = 0; r0 < host.rows; r0 += rows_per_chunk, which ^= 1) {
+      const int64_t r1 = std::min(host.rows, r0 + rows_per_chunk);
+      HYMT_CUDA_CHECK(cudaEventSynchronize(upload_done_[which].get()));  // its previous copy has finished
+      char* chunk = upload_chunks_[which].get();
+      FillChunk(host, layout, r0, r1, chunk, tmp);
+      size_t off = 0;
+      for (int i = 0; i < layout.n_regions; ++i) {
+        const size_t bytes = static_cast<size_t>(r1 - r0) * layout.row_bytes[i];
+        HYMT_CUDA_CHECK(cudaMemcpyAsync(dev + layout.base[i] + static_cast<size_t>(r0) * layout.row_bytes[i],
+                                        chunk + off, bytes, cudaMemcpyHostToDevice, stream_));
+        off += bytes;
+      }
+      HYMT_CUDA_CHECK(cudaEventRecord(upload_done_[which].get(), stream_));
+    }
+    Weight out = host;
+    out.dtype = layout.device_type;
+    out.data = dev;
+    out.prepared = dev;
+    out.device = device();
+    weights_.push_back(std::move(mem));
+    return out;
+  }
+
+  void CopyFromHost(const void* src, Tensor dst) override {
+    const OpScope scope(*this);
+    const size_t row = DTypeBytes(dst.dtype, dst.cols);
+    const size_t total = row * static_cast<size_t>(dst.rows);
+    Trace({kOpCopyFromHost, Ptr(dst.data), dst.rows, dst.cols, dst.stride, static_cast<int64_t>(dst.dtype)});
+    if (total == 0) return;
+    if (mode_ != Mode::kEager || total <= options_.staging_bytes / 4) {
+      // Through pinned staging: asynchronous, and capturable (the graph copies from the pinned bytes).
+      const auto staged = Stage(ops_area_, src, total, /*upload=*/false);
+      if (!Launching()) return;
+      HYMT_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dst.RowBytes(), staged.host, row, row,
+                                        static_cast<size_t>(dst.rows), cudaMemcpyHostToDevice, stream_));
+      if (mode_ == Mode::kEager) HYMT_CUDA_CHECK(cudaEventRecord(ops_area_.done.get(), stream_));
+      return;
+    }
+    // Large copies: straight from the caller's memory, finished before returning (the caller may reuse it).
+    HYMT_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dst.RowBytes(), src, row, row, static_cast<size_t>(dst.rows),
+                                      cudaMemcpyHostToDevice, stream_));
+    HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void CopyToHost(const Tensor& src, void* dst) override {
+    ExpectEager("CopyToHost");
+    Bind(device_);
+    const size_t row = DTypeBytes(src.dtype, src.cols);
+    if (row == 0 || src.rows == 0) return;
+    HYMT_CUDA_CHECK(cudaMemcpy2DAsync(dst, row, src.data, src.RowBytes(), row, static_cast<size_t>(src.rows),
+                                      cudaMemcpyDeviceToHost, stream_));
+    HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void Sync() override {
+    ExpectEager("Sync");
+    Bind(device_);
+    HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // ---- the step ----
+  void BeginStep(const StepBatch& batch) override {
+    const OpScope scope(*this);
+    ValidateBatch(batch);
+    if (mode_ != Mode::kEager) {
+      HYMT_CUDA_EXPECT(!step_in_graph_, "one BeginStep per captured or replayed step");
+      step_in_graph_ = true;
+    } else {
+      HYMT_CUDA_CHECK(cudaEventSynchronize(batch_area_.done.get()));
+    }
+    batch_ = batch;
+    has_batch_ = true;
+    validated_pages_ = -1;
+
+    // Derived lists (host): rows for decode attention, prefill tiles for each tile height.
+    decode_rows_.clear();
+    for (auto& t : tiles_) t.clear();
+    int max_ctx = 0;
+    for (size_t s = 0; s < batch.seqs.size(); ++s) {
+      const StepBatch::Seq& seq = batch.seqs[s];
+      if (seq.n_rows <= kDecodeMaxRows) {
+        for (int32_t r = 0; r < seq.n_rows; ++r) {
+          decode_rows_.push_back(seq.first_row + r);
+          max_ctx = std::max(max_ctx, seq.n_past + r + 1);
+        }
+      } else {
+        for (int v = 0; v < kTileVariants; ++v) {
+          const int h = cuda::PrefillTileRows(1 << v);
+          for (int32_t r = 0; r < seq.n_rows; r += h)
+            tiles_[v].push_back({static_cast<int32_t>(s), seq.first_row + r, std::min(h, seq.n_rows - r)});
+        }
+      }
+    }
+    ctx_bucket_ = std::max(kSplitMinPositions, NextPow2(max_ctx));
+
+    // One upload: seqs | positions | row_seq | pages | decode rows | tiles x 4.
+    std::vector<DevSeq> seqs;
+    for (const StepBatch::Seq& s : batch.seqs)
+      seqs.push_back({s.first_row, s.n_rows, s.n_past, s.first_page, s.n_pages});
+    batch_area_.used = 0;
+    char* host = batch_area_.host.get();
+    char* dev = static_cast<char*>(batch_area_.dev.get());
+    size_t off = 0;
+    auto put = [&](const void* p, size_t bytes) -> const void* {
+      off = RoundUp(off, 16);
+      if (off + bytes > batch_area_.capacity)
+        Fail(ErrorCode::kResourceExhausted, "cuda: the step batch needs more than ",
+             FormatBytes(batch_area_.capacity), " of staging (CudaOpsOptions::staging_bytes)");
+      if (bytes > 0) std::memcpy(host + off, p, bytes);
+      const void* d = dev + off;
+      off += bytes;
+      return d;
+    };
+    view_.seqs = static_cast<const DevSeq*>(put(seqs.data(), seqs.size() * sizeof(DevSeq)));
+    view_.positions = static_cast<const int32_t*>(put(batch.positions.data(), batch.positions.size() * 4));
+    view_.row_seq = static_cast<const int32_t*>(put(batch.row_seq.data(), batch.row_seq.size() * 4));
+    view_.pages = static_cast<const int32_t*>(put(batch.pages.data(), batch.pages.size() * 4));
+    decode_rows_dev_ = static_cast<const int32_t*>(put(decode_rows_.data(), decode_rows_.size() * 4));
+    for (int v = 0; v < kTileVariants; ++v)
+      tiles_dev_[v] =
+          static_cast<const PrefillTile*>(put(tiles_[v].data(), tiles_[v].size() * sizeof(PrefillTile)));
+    batch_area_.used = off;
+
+    Trace({kOpBeginStep, batch.n_rows(), static_cast<int64_t>(batch.seqs.size()),
+           static_cast<int64_t>(batch.pages.size()), batch.page_size,
+           static_cast<int64_t>(decode_rows_.size()), static_cast<int64_t>(tiles_[0].size()),
+           static_cast<int64_t>(tiles_[1].size()), static_cast<int64_t>(tiles_[2].size()),
+           static_cast<int64_t>(tiles_[3].size()), ctx_bucket_});
+    if (!Launching() || off == 0) return;
+    HYMT_CUDA_CHECK(cudaMemcpyAsync(dev, host, off, cudaMemcpyHostToDevice, stream_));
+    if (mode_ == Mode::kEager) HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
+  }
+
+  // ---- ops ----
+  void Embed(const Weight& table, std::span<const int32_t> ids, Tensor out) override {
+    const OpScope scope(*this);
+    const WeightView w = View(table, "Embed");
+    ExpectBf16(out, "Embed out");
+    HYMT_CUDA_EXPECT(static_cast<int64_t>(ids.size()) == out.rows && out.cols == table.cols);
+    for (int32_t id : ids)
+      if (id < 0 || id >= table.rows)
+        Fail(ErrorCode::kInvalidArgument, "token id ", id, " outside the embedding ", table.name, " (",
+             table.rows, " rows)");
+    Trace({kOpEmbed, Ptr(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, Ptr(out.data), out.rows,
+           out.stride, simple_});
+    const auto staged = Stage(ops_area_, ids.data(), ids.size() * 4, true);
+    if (!Launching()) return;
+    cuda::LaunchEmbed(w, static_cast<const int32_t*>(staged.dev), Mat(out), simple_, stream_);
+  }
+
+  void RmsNorm(const Tensor& x, const Weight& w, float eps, Tensor out) override {
+    const OpScope scope(*this);
+    const WeightView wv = VectorView(w, x.cols, "RmsNorm");
+    ExpectBf16(x, "RmsNorm x");
+    ExpectBf16(out, "RmsNorm out");
+    HYMT_CUDA_EXPECT(out.rows == x.rows && out.cols == x.cols);
+    Trace({kOpRmsNorm, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), Bits(eps), Ptr(out.data),
+           out.stride});
+    if (!Launching()) return;
+    cuda::LaunchRmsNorm(Mat(x), wv, eps, Mat(out), stream_);
+  }
+
+  void MatMul(const Tensor& x, const Weight& w, Tensor out) override {
+    const OpScope scope(*this);
+    const WeightView wv = View(w, "MatMul");
+    ExpectBf16(x, "MatMul x");
+    HYMT_CUDA_EXPECT(out.dtype == DType::kBF16 || out.dtype == DType::kF32, "MatMul out is ",
+                     DTypeName(out.dtype));
+    HYMT_CUDA_EXPECT(x.cols == w.cols && out.cols == w.rows && out.rows == x.rows, "matmul shapes x[", x.rows,
+                     ",", x.cols, "] w[", w.rows, ",", w.cols, "] out[", out.rows, ",", out.cols, "]");
+    const bool out_f32 = out.dtype == DType::kF32;
+    Trace({kOpMatMul, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), static_cast<int64_t>(wv.dtype),
+           wv.rows, wv.cols, Bits(wv.scale), Ptr(out.data), out.stride, out_f32, simple_});
+    if (!Launching() || x.rows == 0) return;
+    const MatView xm = Mat(x), om = Mat(out);
+    if (simple_) {
+      cuda::LaunchGemvSimple(wv, xm, om, out_f32, stream_);
+      return;
+    }
+    const int64_t gemv_max = wv.dtype == DType::kBF16 ? cuda::kGemvMaxRows : kQuantGemvMaxRows;
+    if (x.rows <= gemv_max) {
+      if (!cuda::GemvFastSupported(wv, xm)) {
+        cuda::LaunchGemvSimple(wv, xm, om, out_f32, stream_);
+        return;
+      }
+      for (int64_t t0 = 0; t0 < x.rows; t0 += cuda::kGemvMaxRows) {
+        const int64_t n = std::min<int64_t>(cuda::kGemvMaxRows, x.rows - t0);
+        cuda::LaunchGemv(wv, SubRows(xm, t0, n, 2), SubRows(om, t0, n, out_f32 ? 4 : 2), out_f32, act_.get(),
+                         act_.size(), stream_);
+      }
+      return;
+    }
+    Gemm(wv, xm, om, out_f32);
+  }
+
+  void RopeNorm(Tensor x, int n_heads, int head_dim, const Weight& inv_freq, const Weight* norm,
+                float eps) override {
+    const OpScope scope(*this);
+    ExpectBatch("RopeNorm");
+    ExpectBf16(x, "RopeNorm x");
+    HYMT_CUDA_EXPECT(x.cols == static_cast<int64_t>(n_heads) * head_dim && x.rows == batch_.n_rows());
+    HYMT_CUDA_EXPECT(head_dim % 2 == 0 && head_dim <= 256, "head_dim ", head_dim);
+    const WeightView fv = VectorView(inv_freq, head_dim / 2, "RopeNorm inv_freq");
+    WeightView nv;
+    if (norm != nullptr) nv = VectorView(*norm, head_dim, "RopeNorm norm");
+    Trace({kOpRopeNorm, Ptr(x.data), x.rows, x.cols, x.stride, n_heads, head_dim, Ptr(fv.data),
+           Ptr(norm != nullptr ? nv.data : nullptr), Bits(eps)});
+    if (!Launching()) return;
+    cuda::LaunchRopeNorm(Mat(x), n_heads, head_dim, fv, norm != nullptr ? &nv : nullptr, eps, view_.positions,
+                         stream_);
+  }
+
+  void KvWrite(const Tensor& k, const Tensor& v, const KvLayerView& kv) override {
+    const OpScope scope(*this);
+    ExpectBatch("KvWrite");
+    ExpectBf16(k, "KvWrite k");
+    ExpectBf16(v, "KvWrite v");
+    const KvView kvv = Kv(kv);
+    const int64_t width = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
+    HYMT_CUDA_EXPECT(k.rows == batch_.n_rows() && v.rows == k.rows && k.cols == width && v.cols == width);
+    Trace({kOpKvWrite, Ptr(k.data), k.stride, Ptr(v.data), v.stride, Ptr(kv.k), Ptr(kv.v),
+           static_cast<int64_t>(kv.dtype), kv.n_kv_heads, kv.head_dim, kv.page_size, kv.n_pages});
+    if (!Launching()) return;
+    cuda::LaunchKvWrite(Mat(k), Mat(v), kvv, view_, stream_);
+  }
+
+  void Attention(const Tensor& q, const KvLayerView& kv, int n_heads, float scale, Tensor out) override {
+    const OpScope scope(*this);
+    ExpectBatch("Attention");
+    ExpectBf16(q, "Attention q");
+    ExpectBf16(out, "Attention out");
+    const KvView kvv = Kv(kv);
+    HYMT_CUDA_EXPECT(kv.n_kv_heads > 0 && n_heads % kv.n_kv_heads == 0, n_heads, " heads over ",
+                     kv.n_kv_heads);
+    const int64_t width = static_cast<int64_t>(n_heads) * kv.head_dim;
+    HYMT_CUDA_EXPECT(q.rows == batch_.n_rows() && out.rows == q.rows && q.cols == width && out.cols == width);
+    const int group = n_heads / kv.n_kv_heads;
+
+    cuda::AttentionArgs a;
+    a.q = Mat(q);
+    a.out = Mat(out);
+    a.kv = kvv;
+    a.batch = view_;
+    a.n_heads = n_heads;
+    a.scale = scale;
+    const bool fast = !simple_ && cuda::AttentionFastSupported(kvv, n_heads) && Aligned16(q) &&
+                      Aligned16(out) && reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(kv.v) % 16 == 0;
+    if (fast) {
+      int v = 0;
+      while ((1 << v) < group) ++v;  // tile variant for the group rounded up to a power of two
+      a.decode_rows = decode_rows_dev_;
+      a.n_decode = static_cast<int>(decode_rows_.size());
+      a.tiles = tiles_dev_[v];
+      a.n_tiles = static_cast<int>(tiles_[v].size());
+      a.n_splits = Splits(a.n_decode, n_heads, kv.n_kv_heads, kv.head_dim);
+      a.partial_o = static_cast<float*>(attn_.get());
+      a.partial_ml = a.partial_o + static_cast<size_t>(a.n_decode) * n_heads * a.n_splits * kv.head_dim;
+    }
+    Trace({kOpAttention, Ptr(q.data), q.stride, Ptr(out.data), out.stride, Ptr(kv.k), Ptr(kv.v),
+           static_cast<int64_t>(kv.dtype), kv.n_kv_heads, kv.head_dim, kv.page_size, n_heads, Bits(scale),
+           fast, a.n_decode, a.n_tiles, a.n_splits});
+    if (!Launching() || q.rows == 0) return;
+    if (fast)
+      cuda::LaunchAttentionFast(a, stream_);
+    else
+      cuda::LaunchAttentionSimple(a, stream_);
+  }
+
+  void SwiGlu(const Tensor& gate, const Tensor& up, Tensor out) override {
+    const OpScope scope(*this);
+    ExpectBf16(gate, "SwiGlu gate");
+    ExpectBf16(up, "SwiGlu up");
+    ExpectBf16(out, "SwiGlu out");
+    HYMT_CUDA_EXPECT(up.rows == gate.rows && up.cols == gate.cols && out.rows == gate.rows &&
+                     out.cols == gate.cols);
+    Trace({kOpSwiGlu, Ptr(gate.data), gate.rows, gate.cols, gate.stride, Ptr(up.data), up.stride,
+           Ptr(out.data), out.stride});
+    if (!Launching()) return;
+    cuda::LaunchSwiGlu(Mat(gate), Mat(up), Mat(out), stream_);
+  }
+
+  void Add(Tensor x, const Tensor& y) override {
+    const OpScope scope(*this);
+    ExpectBf16(x, "Add x");
+    ExpectBf16(y, "Add y");
+    HYMT_CUDA_EXPECT(y.rows == x.rows && y.cols == x.cols);
+    Trace({kOpAdd, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(y.data), y.stride});
+    if (!Launching()) return;
+    cuda::LaunchAdd(Mat(x), Mat(y), stream_);
+  }
+
+  void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor out) override {
+    const OpScope scope(*this);
+    HYMT_CUDA_EXPECT(x.dtype == out.dtype && (x.dtype == DType::kBF16 || x.dtype == DType::kF32),
+                     "GatherRows of ", DTypeName(x.dtype));
+    HYMT_CUDA_EXPECT(static_cast<int64_t>(rows.size()) == out.rows && out.cols == x.cols);
+    for (int32_t r : rows) HYMT_CUDA_EXPECT(r >= 0 && r < x.rows, "row ", r, " of ", x.rows);
+    Trace({kOpGatherRows, Ptr(x.data), x.rows, x.cols, x.stride, static_cast<int64_t>(x.dtype), Ptr(out.data),
+           out.rows, out.stride});
+    const auto staged = Stage(ops_area_, rows.data(), rows.size() * 4, true);
+    if (!Launching()) return;
+    cuda::LaunchGatherRows(Mat(x), x.dtype == DType::kF32 ? 4 : 2, static_cast<const int32_t*>(staged.dev),
+                           Mat(out), stream_);
+  }
+
+  // ---- graphs ----
+  void BeginCapture() override {
+    ExpectEager("BeginCapture");
+    Bind(device_);
+    ResetForGraph();
+    trace_.clear();
+    capture_failed_ = false;
+    HYMT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    mode_ = Mode::kCapture;
+  }
+
+  std::unique_ptr<CudaGraph> EndCapture() override {
+    HYMT_CUDA_EXPECT(mode_ == Mode::kCapture, "EndCapture without BeginCapture");
+    Bind(device_);
+    mode_ = Mode::kEager;
+    has_batch_ = step_in_graph_ && has_batch_;
+    cudaGraph_t graph = nullptr;
+    HYMT_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    if (capture_failed_) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      trace_.clear();
+      has_batch_ = false;
+      Fail(ErrorCode::kInvalidArgument, "cuda: an op failed during the capture; no graph was made");
+    }
+    auto g = std::make_unique<GraphImpl>();
+    const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    HYMT_CUDA_CHECK(err);
+    g->trace = std::move(trace_);
+    g->owner = this;
+    trace_.clear();
+    Launch(*g);
+    return g;
+  }
+
+  void BeginReplay(CudaGraph& graph) override {
+    ExpectEager("BeginReplay");
+    auto* g = dynamic_cast<GraphImpl*>(&graph);
+    HYMT_CUDA_EXPECT(g != nullptr && g->owner == this, "the graph was captured by another CudaOps");
+    Bind(device_);
+    ResetForGraph();
+    replay_ = g;
+    replay_pos_ = 0;
+    replay_ok_ = true;
+    mode_ = Mode::kReplay;
+  }
+
+  bool EndReplay() override {
+    HYMT_CUDA_EXPECT(mode_ == Mode::kReplay, "EndReplay without BeginReplay");
+    Bind(device_);
+    mode_ = Mode::kEager;
+    GraphImpl* g = replay_;
+    replay_ = nullptr;
+    const bool ok = replay_ok_ && replay_pos_ == g->trace.size();
+    if (!ok) {
+      has_batch_ = false;  // the staged batch was never uploaded: the caller runs BeginStep again
+      return false;
+    }
+    Launch(*g);
+    return true;
+  }
+
+  void* stream() const override { return stream_; }
+  size_t ScratchBytes() const override {
+    return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + batch_area_.dev.size() +
+           ops_area_.dev.size();
+  }
+  void SetSimpleKernels(bool on) override { simple_ = on; }
+  void Fill16(void* device_ptr, size_t n, uint16_t value) override {
+    ExpectEager("Fill16");
+    Bind(device_);
+    cuda::LaunchFill16(device_ptr, static_cast<int64_t>(n), value, stream_);
+  }
+
+ private:
+  enum class Mode { kEager, kCapture, kReplay };
+
+  // Every op starts with one: makes the device current and, when the op throws inside a capture or a
+  // replay, marks that graph as failed (EndCapture throws, EndReplay returns false), so a half-recorded
+  // step never runs.
+  class OpScope {
+   public:
+    explicit OpScope(CudaOpsImpl& ops) : ops_(ops), exceptions_(std::uncaught_exceptions()) {
+      Bind(ops.device_);
+    }
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+    ~OpScope() {
+      if (std::uncaught_exceptions() > exceptions_) {
+        if (ops_.mode_ == Mode::kCapture) ops_.capture_failed_ = true;
+        if (ops_.mode_ == Mode::kReplay) ops_.replay_ok_ = false;
+      }
+    }
+
+   private:
+    CudaOpsImpl& ops_;
+    int exceptions_;
+  };
+  struct Staged {
+    const void* host = nullptr;
+    const void* dev = nullptr;
+  };
+
+  // Calls that cannot be part of a graph; inside a capture or replay they also spoil that graph.
+  void ExpectEager(const char* what) {
+    if (mode_ == Mode::kEager) return;
+    if (mode_ == Mode::kCapture) capture_failed_ = true;
+    if (mode_ == Mode::kReplay) replay_ok_ = false;
+    Fail(ErrorCode::kInvalidArgument, "cuda: ", what, " inside a graph capture or replay");
+  }
+  void ExpectBatch(const char* what) const {
+    if (!has_batch_) Fail(ErrorCode::kInvalidArgument, "cuda: ", what, " before BeginStep (in this graph)");
+  }
+  static void ExpectBf16(const Tensor& t, const char* what) {
+    if (t.dtype != DType::kBF16)
+      Fail(ErrorCode::kUnsupported, "cuda: ", what, " is ", DTypeName(t.dtype),
+           "; the CUDA backend computes in bf16");
+    HYMT_CUDA_EXPECT(t.rows == 0 || (t.data != nullptr && t.stride >= t.cols), what);
+  }
+  static bool Aligned16(const Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride % 8 == 0;
+  }
+  static MatView Mat(const Tensor& t) { return MatView{t.data, t.rows, t.cols, t.stride}; }
+  static MatView SubRows(MatView m, int64_t first, int64_t n, int elem_bytes) {
+    m.data = static_cast<char*>(m.data) + first * m.stride * elem_bytes;
+    m.rows = n;
+    return m;
+  }
+
+  WeightView View(const Weight& w, const char* op) const {
+    if (w.device.kind != DeviceKind::kCuda || w.device.index != device_ || w.data == nullptr)
+      Fail(ErrorCode::kInvalidArgument, "cuda: ", op, ": weight ", w.name,
+           " is not prepared for cuda:", device_, " (call PrepareWeight)");
+    return WeightView{w.dtype, w.rows, w.cols, w.data, w.scale};
+  }
+  // A [1, n] vector weight (norm weights, inv_freq) in f32, f16 or bf16.
+  WeightView VectorView(const Weight& w, int64_t n, const char* op) const {
+    const WeightView v = View(w, op);
+    HYMT_CUDA_EXPECT(w.rows == 1 && w.cols == n, op, ": weight ", w.name, " is [", w.rows, ",", w.cols,
+                     "], want [1,", n, "]");
+    if (w.dtype != DType::kF32 && w.dtype != DType::kF16 && w.dtype != DType::kBF16)
+      Fail(ErrorCode::kUnsupported, "cuda: ", op, ": vector weight ", w.name, " is ", DTypeName(w.dtype));
+    return v;
+  }
+
+  KvView Kv(const KvLayerView& kv) {
+    if (kv.dtype != DType::kBF16 && kv.dtype != DType::kF16 && kv.dtype != DType::kF32)
+      Fail(ErrorCode::kUnsupported, "cuda: KV cache of ", DTypeName(kv.dtype), " (bf16, f16 or f32)");
+    HYMT_CUDA_EXPECT(kv.k != nullptr && kv.v != nullptr && kv.n_kv_heads > 0 && kv.head_dim > 0);
+    HYMT_CUDA_EXPECT(kv.page_size == batch_.page_size, "KV pages of ", kv.page_size,
+                     " positions, batch says ", batch_.page_size);
+    // Every page a sequence uses this step must exist (checked once per step and pool size).
+    if (validated_pages_ != kv.n_pages) {
+      for (const StepBatch::Seq& s : batch_.seqs) {
+        const int32_t used = (s.n_past + s.n_rows + batch_.page_size - 1) / batch_.page_size;
+        for (int32_t i = 0; i < used; ++i) {
+          const int32_t p = batch_.pages[static_cast<size_t>(s.first_page + i)];
+          if (p < 0 || p >= kv.n_pages)
+            Fail(ErrorCode::kInvalidArgument, "cuda: KV page ", p, " of ", kv.n_pages);
+        }
+      }
+      validated_pages_ = kv.n_pages;
+    }
+    return KvView{kv.k, kv.v, kv.dtype, kv.n_kv_heads, kv.head_dim, kv.page_size};
+  }
+
+  void ValidateBatch(const StepBatch& b) const {
+    const int32_t n = b.n_rows();
+    HYMT_CUDA_EXPECT(b.page_size > 0 && static_cast<int32_t>(b.row_seq.size()) == n);
+    for (size_t s = 0; s < b.seqs.size(); ++s) {
+      const StepBatch::Seq& q = b.seqs[s];
+      HYMT_CUDA_EXPECT(q.first_row >= 0 && q.n_rows >= 0 && q.first_row + q.n_rows <= n && q.n_past >= 0,
+                       "sequence ", s);
+      HYMT_CUDA_EXPECT(q.first_page >= 0 &&
+                           q.first_page + q.n_pages <= static_cast<int32_t>(b.pages.size()) &&
+                           static_cast<int64_t>(q.n_pages) * b.page_size >= q.n_past + q.n_rows,
+                       "sequence ", s, " page table");
+      for (int32_t r = 0; r < q.n_rows; ++r)
+        HYMT_CUDA_EXPECT(b.row_seq[static_cast<size_t>(q.first_row + r)] == static_cast<int32_t>(s) &&
+                             b.positions[static_cast<size_t>(q.first_row + r)] == q.n_past + r,
+                         "row ", q.first_row + r, " of sequence ", s);
+    }
+  }
+
+  // Decode attention splits: enough blocks to fill the GPU twice over, at least kSplitMinPositions per split
+  // at the bucketed context, and what the scratch holds. Depends on the bucket, not the exact context, so
+  // that a graph replays while the context grows.
+  int Splits(int n_decode, int n_heads, int n_kv_heads, int head_dim) const {
+    if (n_decode == 0) return 1;
+    const int by_ctx = std::max(1, ctx_bucket_ / kSplitMinPositions);
+    const int64_t blocks = static_cast<int64_t>(n_decode) * n_kv_heads;
+    const int want = static_cast<int>(std::min<int64_t>(kMaxSplits, (2 * sm_count_ + blocks - 1) / blocks));
+    const size_t per_split = static_cast<size_t>(n_decode) * n_heads * (head_dim + 2) * sizeof(float);
+    const int by_scratch = static_cast<int>(std::min<size_t>(kMaxSplits, attn_.size() / per_split));
+    return std::max(1, std::min({want, by_ctx, by_scratch}));
+  }
+
+  // out = x * W^T with tensor cores: bf16 weights directly, others through bf16 slabs of the weight.
+  void Gemm(const WeightView& w, MatView x, MatView out, bool out_f32) {
+    const float alpha = w.scale, beta = 0.0f;
+    const cudaDataType_t out_type = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    const int elem = out_f32 ? 4 : 2;
+    auto gemm = [&](const void* a, int64_t n0, int64_t ns) {
+      // Column-major view: C[N, T] (= out row-major [T, N]) = op(A)[N, K] * B[K, T] with A = W (row-major
+      // [N, K] is column-major [K, N], so transposed) and B = x (row-major [T, K] is column-major [K, T]).
+      HYMT_CUBLAS_CHECK(cublasGemmEx(
+          cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(ns), static_cast<int>(x.rows),
+          static_cast<int>(w.cols), &alpha, a, CUDA_R_16BF, static_cast<int>(w.cols), x.data, CUDA_R_16BF,
+          static_cast<int>(x.stride), &beta, static_cast<char*>(out.data) + n0 * elem, out_type,
+          static_cast<int>(out.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    if (w.dtype == DType::kBF16) {
+      gemm(w.data, 0, w.rows);
+      return;
+    }
+    const int64_t fit = static_cast<int64_t>(dequant_.size() / (static_cast<size_t>(w.cols) * 2));
+    if (fit == 0)
+      Fail(ErrorCode::kUnsupported, "cuda: a row of ", w.cols,
+           " columns does not fit the dequantisation slab (", FormatBytes(dequant_.size()), ")");
+    const int64_t slab = fit >= 64 ? fit / 64 * 64 : fit;
+    uint16_t* scratch = static_cast<uint16_t*>(dequant_.get());
+    for (int64_t n0 = 0; n0 < w.rows; n0 += slab) {
+      const int64_t ns = std::min(slab, w.rows - n0);
+      cuda::LaunchDequantRows(w, n0, ns, scratch, stream_);
+      gemm(scratch, n0, ns);  // the next slab's dequantisation waits for this GEMM (same stream)
+    }
+  }
+
+  // ---- staging and graphs ----
+  Staged Stage(StagingArea& area, const void* src, size_t bytes, bool upload) {
+    if (mode_ == Mode::kReplay && !replay_ok_) return {};
+    size_t off = RoundUp(area.used, kStagingAlign);
+    if (off + bytes > area.capacity) {
+      if (bytes > area.capacity || mode_ != Mode::kEager)
+        Fail(ErrorCode::kResourceExhausted, "cuda: op arguments need more than ", FormatBytes(area.capacity),
+             " of staging in one ", mode_ == Mode::kEager ? "call" : "graph",
+             " (CudaOpsOptions::staging_bytes)");
+      HYMT_CUDA_CHECK(cudaEventSynchronize(area.done.get()));  // every earlier upload has read its bytes
+      off = 0;
+    }
+    char* host = area.host.get() + off;
+    char* dev = static_cast<char*>(area.dev.get()) + off;
+    if (bytes > 0) std::memcpy(host, src, bytes);
+    area.used = off + bytes;
+    if (upload && bytes > 0 && mode_ != Mode::kReplay) {
+      HYMT_CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_));
+      if (mode_ == Mode::kEager) HYMT_CUDA_CHECK(cudaEventRecord(area.done.get(), stream_));
+    }
+    return {host, dev};
+  }
+
+  // Graphs stage from offset 0 of both areas, so capture and replay use the same addresses.
+  void ResetForGraph() {
+    HYMT_CUDA_CHECK(cudaEventSynchronize(batch_area_.done.get()));
+    HYMT_CUDA_CHECK(cudaEventSynchronize(ops_area_.done.get()));
+    batch_area_.used = 0;
+    ops_area_.used = 0;
+    step_in_graph_ = false;
+    has_batch_ = false;
+  }
+
+  void Launch(GraphImpl& g) {
+    HYMT_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+    HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
+    HYMT_CUDA_CHECK(cudaEventRecord(ops_area_.done.get(), stream_));
+  }
+
+  // Records (capture) or checks (replay) an op's arguments.
+  void Trace(std::initializer_list<int64_t> words) {
+    if (mode_ == Mode::kCapture) {
+      trace_.insert(trace_.end(), words);
+    } else if (mode_ == Mode::kReplay && replay_ok_) {
+      for (int64_t w : words) {
+        if (replay_pos_ >= replay_->trace.size() || replay_->trace[replay_pos_] != w) {
+          replay_ok_ = false;
+          return;
+        }
+        ++replay_pos_;
+      }
+    }
+  }
+  bool Launching() const { return mode_ != Mode::kReplay; }
+
+  const int device_;
+  const CudaOpsOptions options_;
+  int sm_count_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceMemory cublas_ws_, dequant_, attn_, act_;
+  StagingArea batch_area_, ops_area_;
+  PinnedMemory upload_chunks_[2];
+  Event upload_done_[2];
+  std::vector<DeviceMemory> weights_;
+  bool simple_ = false;
+
+  // The current step (host mirror and device view).
+  StepBatch batch_;
+  bool has_batch_ = false;
+  int64_t validated_pages_ = -1;
+  BatchView view_;
+  std::vector<int32_t> decode_rows_;
+  std::vector<PrefillTile> tiles_[kTileVariants];
+  const int32_t* decode_rows_dev_ = nullptr;
+  const PrefillTile* tiles_dev_[kTileVariants] = {};
+  int ctx_bucket_ = kSplitMinPositions;
+
+  Mode mode_ = Mode::kEager;
+  bool step_in_graph_ = false;
+  bool capture_failed_ = false;
+  std::vector<int64_t> trace_;
+  GraphImpl* replay_ = nullptr;
+  size_t replay_pos_ = 0;
+  bool replay_ok_ = false;
+};
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string CudaDeviceName(int device) {
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return prop.name;
+}
+
+bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const bool ok = cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess;
+  if (!ok) cudaGetLastError();
+  if (previous >= 0 && previous != device) cudaSetDevice(previous);
+  return ok;
+}
+
+size_t CudaOpsScratchBytes(const CudaOpsOptions& o) {
+  return o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes +
+         2 * o.staging_bytes + (o.q4k_int8_activations ? o.activation_scratch_bytes : 0);
+}
+
+size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {
+  return LayoutFor(dtype, rows, cols).total;
+}
+
+std::unique_ptr<Ops> CreateCudaOps(int device_index) {
+  return CreateCudaOps(device_index, CudaOpsOptions{});
+}
+
+std::unique_ptr<Ops> CreateCudaOps(int device_index, const CudaOpsOptions& options) {
+  return std::make_unique<CudaOpsImpl>(device_index, options);
+}
+
+CudaOps* AsCudaOps(Ops* ops) {
+  return dynamic_cast<CudaOps*>(ops);
+}
+
+}  // namespace hymt

@@ -1,0 +1,106 @@
+// RMSNorm of activation rows, and RoPE fused with the per-head q/k RMSNorm.
+//
+// Bytes (bf16): RmsNorm reads x twice (the second time mostly from L1/L2) and writes out: ~4 * rows *
+// cols. RopeNorm reads and writes x once: 4 * rows * n_heads * head_dim. Both are a few microseconds at
+// the 7B shapes, far below the matmuls; they are written for clarity (scalar, coalesced accesses).
+#include "backends/cuda/cuda_device.cuh"
+
+namespace hymt::cuda {
+namespace {
+
+constexpr int kNormThreads = 256;
+constexpr int kMaxHeadDim = 256;  // RopeNorm: a warp holds a head, 4 pairs per lane
+
+// One block per row. out = bf16(bf16(x * inv) * w): the normalised value is rounded to bf16 before the
+// multiply by the weight, as HF does. Each thread writes only elements it read itself, so x and out may
+// alias.
+__global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightView w, float eps,
+                                                              MatView out) {
+  __shared__ float scratch[32];
+  const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
+  uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < x.cols; c += kNormThreads) {
+    const float v = Bf16ToF32(xr[c]);
+    ss = fmaf(v, v, ss);
+  }
+  ss = BlockSum(ss, scratch);
+  const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
+  for (int64_t c = threadIdx.x; c < x.cols; c += kNormThreads) {
+    const float normed = Bf16ToF32(F32ToBf16(Bf16ToF32(xr[c]) * inv));
+    o[c] = F32ToBf16(normed * VectorElement(w, c));
+  }
+}
+
+// One warp per (row, head). Lane holds pairs j = lane + 32 i (i < 4) of the rotate-half layout: x[j] and
+// x[j + half] rotate by angle = float(pos) * inv_freq[j] (an f32 product, as HF computes it). With a norm,
+// the rotated values are rounded to bf16 (what an unfused bf16 pipeline stores) and normalised over the
+// head like RmsNormKernel.
+__global__ __launch_bounds__(128) void RopeNormKernel(MatView x, int n_heads, int head_dim,
+                                                      WeightView inv_freq, WeightView norm, bool has_norm,
+                                                      float eps, const int32_t* positions) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  if (item >= x.rows * n_heads) return;  // whole warps leave together
+  const int lane = threadIdx.x & 31;
+  const int64_t row = item / n_heads;
+  const int h = static_cast<int>(item % n_heads);
+  uint16_t* v = static_cast<uint16_t*>(x.data) + row * x.stride + static_cast<int64_t>(h) * head_dim;
+  const int half = head_dim / 2;
+  const float pos = static_cast<float>(positions[row]);
+  float a[4], b[4];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = lane + 32 * i;
+    a[i] = b[i] = 0.0f;
+    if (j < half) {
+      const float x1 = Bf16ToF32(v[j]), x2 = Bf16ToF32(v[j + half]);
+      const float angle = __fmul_rn(pos, VectorElement(inv_freq, j));
+      float s, c;
+      sincosf(angle, &s, &c);
+      a[i] = x1 * c - x2 * s;
+      b[i] = x2 * c + x1 * s;
+      if (has_norm) {
+        a[i] = Bf16ToF32(F32ToBf16(a[i]));
+        b[i] = Bf16ToF32(F32ToBf16(b[i]));
+        ss = fmaf(a[i], a[i], fmaf(b[i], b[i], ss));
+      }
+    }
+  }
+  float inv = 1.0f;
+  if (has_norm) inv = rsqrtf(WarpSum(ss) / static_cast<float>(head_dim) + eps);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = lane + 32 * i;
+    if (j < half) {
+      if (has_norm) {
+        v[j] = F32ToBf16(Bf16ToF32(F32ToBf16(a[i] * inv)) * VectorElement(norm, j));
+        v[j + half] = F32ToBf16(Bf16ToF32(F32ToBf16(b[i] * inv)) * VectorElement(norm, j + half));
+      } else {
+        v[j] = F32ToBf16(a[i]);
+        v[j + half] = F32ToBf16(b[i]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream) {
+  if (x.rows == 0) return;
+  RmsNormKernel<<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(x, w, eps, out);
+  HYMT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
+                    float eps, const int32_t* positions, cudaStream_t stream) {
+  HYMT_CUDA_EXPECT(head_dim % 2 == 0 && head_dim <= kMaxHeadDim, "head_dim ", head_dim);
+  const int64_t items = x.rows * n_heads;
+  if (items == 0) return;
+  RopeNormKernel<<<static_cast<unsigned>((items + 3) / 4), 128, 0, stream>>>(
+      x, n_heads, head_dim, inv_freq, norm != nullptr ? *norm : WeightView{}, norm != nullptr, eps,
+      positions);
+  HYMT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace hymt::cuda

@@ -1,0 +1,1203 @@
+// The CUDA backend against the scalar reference backend (CreateReferenceOps), op by op.
+//
+// Every test draws fresh random inputs (never zeros), rounds them to bf16 so that both backends see the
+// same values, fills every device output with NaN first (and checks that every element was written and
+// that row padding was not), and runs the fast kernels and the simple ones (SetSimpleKernels), each
+// against the reference. Without a GPU every test that needs one skips (GTEST_SKIP).
+//
+// Tolerances, derived from the arithmetic (u = 2^-8 is bf16's unit roundoff: 8 significant bits, round
+// to nearest, so |bf16(y) - y| <= u |y|; u32 = 2^-24 the same for f32):
+//   - a bf16 output of an exactly known value: u |ref|.
+//   - dot products of length K accumulated in f32 in another order than the reference's double sum:
+//     |error| <= K u32 sum_k |x_k w_k| (gamma_K); we allow 4x that for the tensor cores' accumulation.
+//   - the GEMM path of non-bf16 weights rounds each weight to bf16 first: an independent error of at
+//     most u |w_k| per term, whose sum has standard deviation <= u sqrt(sum (x_k w_k)^2 / 3); we allow
+//     4 u sqrt(sum (x_k w_k)^2), about 7 standard deviations.
+//   - the Q4_K GEMV rounds activations to int8 (dx = max|x|/127 per 16 values): errors uniform in
+//     +-dx/2, so the sum has variance sum_k w_k^2 dx_k^2 / 12; we allow 6 standard deviations.
+//   - RMSNorm: two bf16 roundings (the normalised value, then the product) plus the f32 sum of squares
+//     and rsqrtf: (2u + 2u^2 + (K + 16) u32) |ref|.
+//   - Embed: one bf16 rounding of a value the device may compute with one FMA less rounding than the
+//     host: (u + 4 u32) |ref|.
+//   - RopeNorm: rotation rounded to bf16, the norm's inverse computed from rounded values (relative
+//     error <= u), two roundings: 4u |ref| plus the f32 error of the rotation (a few u32 max|x|).
+//   - attention: the f32 score error e <= HD u32 scale max_j sum_d |q_d k_jd| (plus exp2's 2 ulp) moves
+//     the output by at most 2 e max|v| (softmax weights change by a factor within e^±e); plus u |ref|.
+#include "backends/cuda/cuda_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "ops/ops.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+namespace hymt {
+namespace {
+
+constexpr float kU = 1.0f / 256.0f;         // bf16 unit roundoff
+constexpr float kU32 = 1.0f / 16777216.0f;  // f32 unit roundoff
+constexpr uint16_t kNaNBf16 = 0x7fc0;       // the poison: a quiet NaN as bf16 (and, doubled, as f32)
+
+// ---- host dequantisers for the block formats, from the GGUF/ggml format definition ----
+// quant/'s DequantizeRow covers only the plain float types until the quant branch lands, so the tests
+// carry their own; QuantLibraryAgrees checks them against DequantizeRow once it supports a format.
+
+// Q8_0: 32 values x = d * qs[i].
+void HostDequantQ8_0(const void* src, float* dst, int64_t n) {
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i)
+    for (int j = 0; j < kQK; ++j) dst[i * kQK + j] = F16ToF32(b[i].d) * static_cast<float>(b[i].qs[j]);
+}
+
+// Q4_K (ggml get_scale_min_k4 and dequantize_row_q4_K): 256 values in 8 sub-blocks of 32 with 6-bit
+// scales and mins packed in 12 bytes; x = d * sc_j * q - dmin * m_j.
+void Q4KScaleMin(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
+void HostDequantQ4_K(const void* src, float* dst, int64_t n) {
+  const BlockQ4_K* b = static_cast<const BlockQ4_K*>(src);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float d = F16ToF32(b[i].d), dmin = F16ToF32(b[i].dmin);
+    const uint8_t* q = b[i].qs;
+    float* y = dst + i * kQKK;
+    int is = 0;
+    for (int j = 0; j < kQKK; j += 64) {
+      uint8_t sc, m;
+      Q4KScaleMin(is + 0, b[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      Q4KScaleMin(is + 1, b[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+      q += 32;
+      is += 2;
+    }
+  }
+}
+
+// Q6_K (ggml dequantize_row_q6_K): 256 values in 16 sub-blocks of 16 with int8 scales; 4 low bits in
+// ql, 2 high bits in qh; x = d * sc * (q - 32).
+void HostDequantQ6_K(const void* src, float* dst, int64_t n) {
+  const BlockQ6_K* b = static_cast<const BlockQ6_K*>(src);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float d = F16ToF32(b[i].d);
+    const uint8_t* ql = b[i].ql;
+    const uint8_t* qh = b[i].qh;
+    const int8_t* sc = b[i].scales;
+    float* y = dst + i * kQKK;
+    for (int half = 0; half < 2; ++half) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = static_cast<int8_t>((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = static_cast<int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = static_cast<int8_t>((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l + 0] = d * sc[is + 0] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+      y += 128;
+      ql += 64;
+      qh += 32;
+      sc += 8;
+    }
+  }
+}
+
+void HostDequant(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::kQ8_0:
+      HostDequantQ8_0(src, dst, n);
+      return;
+    case DType::kQ4_K:
+      HostDequantQ4_K(src, dst, n);
+      return;
+    case DType::kQ6_K:
+      HostDequantQ6_K(src, dst, n);
+      return;
+    default:
+      DequantizeRow(t, src, dst, n);
+      return;
+  }
+}
+
+// ---- random data ----
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  float Normal() { return normal_(gen_); }
+  float Uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
+  int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen_); }  // inclusive
+  uint8_t Byte() { return static_cast<uint8_t>(gen_() & 0xff); }
+  std::mt19937_64& gen() { return gen_; }
+
+ private:
+  std::mt19937_64 gen_;
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+};
+
+// A fresh seed per call, so every check draws new data; printed on failure through SCOPED_TRACE.
+uint64_t NextSeed() {
+  static uint64_t counter = std::random_device{}();
+  return counter += 0x9e3779b97f4a7c15ull;
+}
+
+float RoundBf16(float f) {
+  return Bf16ToF32(F32ToBf16(f));
+}
+
+// Normal values rounded to bf16 (what both backends then see exactly).
+std::vector<float> RandomBf16(Rng& rng, size_t n, float scale = 1.0f) {
+  std::vector<float> v(n);
+  for (float& x : v) x = RoundBf16(rng.Normal() * scale);
+  return v;
+}
+
+// A weight's bytes in its stored type, with valid random content: plain floats from a normal
+// distribution; block formats with random quants and small positive f16 scales.
+std::vector<uint8_t> RandomWeightBytes(Rng& rng, DType t, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> bytes(DTypeBytes(t, cols) * static_cast<size_t>(rows));
+  const int64_t n = rows * cols;
+  auto f16 = [&](float lo, float hi) { return F32ToF16(rng.Uniform(lo, hi)); };
+  switch (t) {
+    case DType::kF32: {
+      float* p = reinterpret_cast<float*>(bytes.data());
+      for (int64_t i = 0; i < n; ++i) p[i] = rng.Normal() * 0.5f;
+      break;
+    }
+    case DType::kF16:
+    case DType::kBF16: {
+      uint16_t* p = reinterpret_cast<uint16_t*>(bytes.data());
+      for (int64_t i = 0; i < n; ++i)
+        p[i] = t == DType::kF16 ? F32ToF16(rng.Normal() * 0.5f) : F32ToBf16(rng.Normal() * 0.5f);
+      break;
+    }
+    case DType::kF8E4M3:
+      for (uint8_t& b : bytes) {
+        do b = rng.Byte();
+        while ((b & 0x7f) == 0x7f);  // no NaN encodings
+      }
+      break;
+    case DType::kQ8_0: {
+      BlockQ8_0* b = reinterpret_cast<BlockQ8_0*>(bytes.data());
+      for (int64_t i = 0; i < n / kQK; ++i) {
+        b[i].d = f16(0.002f, 0.02f);
+        for (int8_t& q : b[i].qs) q = static_cast<int8_t>(rng.Byte());
+      }
+      break;
+    }
+    case DType::kQ4_K: {
+      BlockQ4_K* b = reinterpret_cast<BlockQ4_K*>(bytes.data());
+      for (int64_t i = 0; i < n / kQKK; ++i) {
+        b[i].d = f16(0.0005f, 0.004f);
+        b[i].dmin = f16(0.0005f, 0.004f);
+        for (uint8_t& s : b[i].scales) s = rng.Byte();
+        for (uint8_t& q : b[i].qs) q = rng.Byte();
+      }
+      break;
+    }
+    case DType::kQ6_K: {
+      BlockQ6_K* b = reinterpret_cast<BlockQ6_K*>(bytes.data());
+      for (int64_t i = 0; i < n / kQKK; ++i) {
+        for (uint8_t& q : b[i].ql) q = rng.Byte();
+        for (uint8_t& q : b[i].qh) q = rng.Byte();
+        for (int8_t& s : b[i].scales) s = static_cast<int8_t>(rng.Byte());
+        b[i].d = f16(0.0001f, 0.001f);
+      }
+      break;
+    }
+    default:
+      ADD_FAILURE() << "no random data for " << DTypeName(t);
+  }
+  return bytes;
+}
+
+// The weight as f32 rows (scale not applied), through the host dequantisers.
+std::vector<float> HostWeightF32(DType t, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  const size_t row_bytes = DTypeBytes(t, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    HostDequant(t, bytes.data() + r * row_bytes, out.data() + r * cols, cols);
+  return out;
+}
+
+Tensor HostTensor(std::vector<float>& v, int64_t rows, int64_t cols) {
+  Tensor t;
+  t.data = v.data();
+  t.dtype = DType::kF32;
+  t.rows = rows;
+  t.cols = cols;
+  t.stride = cols;
+  return t;
+}
+
+Weight HostWeight(const std::string& name, DType t, int64_t rows, int64_t cols, const void* data,
+                  float scale = 1.0f) {
+  Weight w;
+  w.name = name;
+  w.dtype = t;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = data;
+  w.scale = scale;
+  return w;
+}
+
+// Element-wise comparison; prints the first few mismatches. tol[i] < 0 means "use tol_all".
+::testing::AssertionResult Close(const std::vector<float>& got, const std::vector<float>& want,
+                                 const std::vector<float>& tol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
+  size_t bad = 0;
+  std::string first;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float err = std::fabs(got[i] - want[i]);
+    if (!(err <= tol[i])) {  // NaN fails
+      if (bad < 5) first += StrCat("\n  [", i, "] got ", got[i], " want ", want[i], " tol ", tol[i]);
+      ++bad;
+    }
+    if (tol[i] > 0) worst = std::max(worst, static_cast<double>(err / tol[i]));
+  }
+  if (bad == 0) return ::testing::AssertionSuccess() << "worst error / tolerance " << worst;
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " outside tolerance" << first;
+}
+
+std::vector<float> RelTol(const std::vector<float>& want, float rel, float abs = 0.0f) {
+  std::vector<float> t(want.size());
+  for (size_t i = 0; i < want.size(); ++i) t[i] = rel * std::fabs(want[i]) + abs;
+  return t;
+}
+
+// ---- the fixture: a CUDA backend, the reference, and device tensor helpers ----
+class CudaOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    ops_ = CreateCudaOps(0);
+    cuda_ = AsCudaOps(ops_.get());
+    ASSERT_NE(cuda_, nullptr);
+    ref_ = CreateReferenceOps();
+  }
+
+  struct DevTensor {
+    std::unique_ptr<Buffer> buf;
+    Tensor t;
+  };
+
+  // A device tensor of [rows, cols] with the given row stride, every byte (padding included) poisoned.
+  DevTensor NewTensor(int64_t rows, int64_t cols, DType dtype = DType::kBF16, int64_t stride = -1) {
+    DevTensor d;
+    if (stride < 0) stride = cols;
+    const size_t bytes = std::max<size_t>(DTypeBytes(dtype, stride) * static_cast<size_t>(rows), 16);
+    d.buf = ops_->Allocate(bytes, "test tensor");
+    cuda_->Fill16(d.buf->data(), bytes / 2, kNaNBf16);
+    d.t.data = d.buf->data();
+    d.t.dtype = dtype;
+    d.t.rows = rows;
+    d.t.cols = cols;
+    d.t.stride = stride;
+    d.t.device = ops_->device();
+    return d;
+  }
+
+  void Upload(const std::vector<float>& v, const Tensor& t) {
+    ASSERT_EQ(v.size(), static_cast<size_t>(t.rows * t.cols));
+    if (t.dtype == DType::kF32) {
+      ops_->CopyFromHost(v.data(), t);
+      return;
+    }
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = F32ToBf16(v[i]);
+    ops_->CopyFromHost(h.data(), t);
+  }
+
+  DevTensor Input(const std::vector<float>& v, int64_t rows, int64_t cols, int64_t stride = -1) {
+    DevTensor d = NewTensor(rows, cols, DType::kBF16, stride);
+    Upload(v, d.t);
+    return d;
+  }
+
+  // The tensor's values as f32 (row-major, no padding).
+  std::vector<float> Download(const Tensor& t) {
+    std::vector<float> out(static_cast<size_t>(t.rows * t.cols));
+    if (t.dtype == DType::kF32) {
+      ops_->CopyToHost(t, out.data());
+    } else {
+      std::vector<uint16_t> h(out.size());
+      ops_->CopyToHost(t, h.data());
+      for (size_t i = 0; i < h.size(); ++i) out[i] = Bf16ToF32(h[i]);
+    }
+    return out;
+  }
+
+  // True when every padding element (columns cols..stride of each row) still holds the poison.
+  ::testing::AssertionResult PaddingIntact(const Tensor& t) {
+    if (t.stride == t.cols) return ::testing::AssertionSuccess();
+    Tensor whole = t;
+    whole.cols = t.stride;
+    std::vector<uint16_t> raw(DTypeBytes(t.dtype, t.stride) / 2 * static_cast<size_t>(t.rows));
+    ops_->CopyToHost(whole, raw.data());
+    const int64_t units = static_cast<int64_t>(DTypeBytes(t.dtype, 1) / 2);
+    for (int64_t r = 0; r < t.rows; ++r)
+      for (int64_t c = t.cols * units; c < t.stride * units; ++c)
+        if (raw[static_cast<size_t>(r * t.stride * units + c)] != kNaNBf16)
+          return ::testing::AssertionFailure() << "padding of row " << r << " overwritten at unit " << c;
+    return ::testing::AssertionSuccess();
+  }
+
+  // Runs `body` once with the fast kernels and once with the simple ones. HYMT_TEST_FAST_ONLY=1 skips
+  // the simple ones (they take hours on the large cases under the CPU emulator, tools/cuda_emu).
+  template <typename F>
+  void BothPaths(F&& body) {
+    static const bool fast_only = std::getenv("HYMT_TEST_FAST_ONLY") != nullptr;
+    for (bool simple : {false, true}) {
+      if (simple && fast_only) break;
+      SCOPED_TRACE(simple ? "simple kernels" : "fast kernels");
+      cuda_->SetSimpleKernels(simple);
+      body();
+    }
+    cuda_->SetSimpleKernels(false);
+  }
+
+  std::unique_ptr<Ops> ops_;
+  CudaOps* cuda_ = nullptr;
+  std::unique_ptr<Ops> ref_;
+};
+
+// ---- tests that need no GPU ----
+
+TEST(CudaHostTest, DeviceQueriesNeverThrow) {
+  const int n = CudaDeviceCount();
+  EXPECT_GE(n, 0);
+  if (n == 0) {
+    size_t f = 0, t = 0;
+    EXPECT_FALSE(CudaMemoryInfo(0, &f, &t));
+    EXPECT_EQ(CudaDeviceName(0), "");
+    EXPECT_THROW(CreateCudaOps(0), Error);
+  }
+}
+
+TEST(CudaHostTest, PreparedWeightBytes) {
+  // Split layouts keep the stored size; formats without kernels become bf16.
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
+    EXPECT_EQ(CudaPreparedWeightBytes(t, 7, 512), DTypeBytes(t, 512) * 7) << DTypeName(t);
+  EXPECT_EQ(CudaPreparedWeightBytes(DType::kQ4_0, 7, 512), size_t{7} * 512 * 2);
+  CudaOpsOptions o;
+  EXPECT_EQ(CudaOpsScratchBytes(o), o.cublas_workspace_bytes + o.dequant_scratch_bytes +
+                                        o.attention_scratch_bytes + 2 * o.staging_bytes +
+                                        o.activation_scratch_bytes);
+}
+
+// The test's dequantisers against quant/'s, for each format quant/ already supports.
+TEST(CudaHostTest, QuantLibraryAgrees) {
+  Rng rng(NextSeed());
+  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    const std::vector<uint8_t> bytes = RandomWeightBytes(rng, t, 1, 512);
+    std::vector<float> mine(512), theirs(512);
+    HostDequant(t, bytes.data(), mine.data(), 512);
+    try {
+      DequantizeRow(t, bytes.data(), theirs.data(), 512);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+      continue;  // not implemented in quant/ yet
+    }
+    for (int i = 0; i < 512; ++i) EXPECT_EQ(mine[i], theirs[i]) << DTypeName(t) << " element " << i;
+  }
+}
+
+// ---- device basics ----
+
+TEST_F(CudaOpsTest, DeviceInfoAndScratch) {
+  EXPECT_FALSE(CudaDeviceName(0).empty());
+  size_t free_bytes = 0, total = 0;
+  ASSERT_TRUE(CudaMemoryInfo(0, &free_bytes, &total));
+  EXPECT_GT(total, 0u);
+  EXPECT_LE(free_bytes, total);
+  EXPECT_EQ(cuda_->ScratchBytes(), CudaOpsScratchBytes(CudaOpsOptions{}));
+  EXPECT_EQ(ops_->activation_dtype(), DType::kBF16);
+  EXPECT_EQ(ops_->device(), (DeviceId{DeviceKind::kCuda, 0}));
+}
+
+TEST_F(CudaOpsTest, OutOfMemoryIsAnError) {
+  try {
+    ops_->Allocate(size_t{1} << 52, "a test buffer");
+    FAIL() << "4 PiB allocated";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    EXPECT_NE(std::string(e.what()).find("needs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a test buffer"), std::string::npos) << e.what();
+  }
+  // The backend still works afterwards.
+  DevTensor t = NewTensor(2, 8);
+  std::vector<float> v = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  Upload(v, t.t);
+  EXPECT_EQ(Download(t.t), v);
+}
+
+TEST_F(CudaOpsTest, BadArgumentsThrow) {
+  Rng rng(NextSeed());
+  std::vector<uint8_t> bytes = RandomWeightBytes(rng, DType::kBF16, 4, 16);
+  const Weight host = HostWeight("w", DType::kBF16, 4, 16, bytes.data());
+  DevTensor x = Input(RandomBf16(rng, 16), 1, 16);
+  DevTensor out = NewTensor(1, 4);
+  EXPECT_THROW(ops_->MatMul(x.t, host, out.t), Error);  // not prepared
+  const Weight w = ops_->PrepareWeight(host);
+  DevTensor wrong = NewTensor(1, 5);
+  EXPECT_THROW(ops_->MatMul(x.t, w, wrong.t), Error);
+  const int32_t bad_id = 4;
+  DevTensor e = NewTensor(1, 16);
+  EXPECT_THROW(ops_->Embed(w, std::span<const int32_t>(&bad_id, 1), e.t), Error);
+  DevTensor f32 = NewTensor(1, 16, DType::kF32);
+  EXPECT_THROW(ops_->Add(f32.t, f32.t), Error);  // activations are bf16
+  ops_->MatMul(x.t, w, out.t);                   // still fine
+  ops_->Sync();
+}
+
+TEST_F(CudaOpsTest, CopiesRoundTrip) {
+  Rng rng(NextSeed());
+  for (int64_t rows : {1, 3, 17}) {
+    for (int64_t cols : {1, 7, 64}) {
+      const std::vector<float> v = RandomBf16(rng, static_cast<size_t>(rows * cols));
+      DevTensor t = Input(v, rows, cols, cols + 5);
+      EXPECT_EQ(Download(t.t), v);
+      EXPECT_TRUE(PaddingIntact(t.t));
+      DevTensor f = NewTensor(rows, cols, DType::kF32, cols + 2);
+      Upload(v, f.t);
+      EXPECT_EQ(Download(f.t), v);
+      EXPECT_TRUE(PaddingIntact(f.t));
+    }
+  }
+  // A copy larger than the staging path (synchronous, straight from the caller's memory).
+  const std::vector<float> big = RandomBf16(rng, size_t{1} << 20);
+  DevTensor b = NewTensor(1024, 1024, DType::kF32);
+  Upload(big, b.t);
+  EXPECT_EQ(Download(b.t), big);
+}
+
+// ---- Embed ----
+
+TEST_F(CudaOpsTest, EmbedEveryFormat) {
+  struct Case {
+    DType t;
+    int64_t cols;
+  };
+  const Case cases[] = {{DType::kF32, 64},   {DType::kF16, 64},    {DType::kBF16, 64},
+                        {DType::kBF16, 36},  {DType::kF8E4M3, 96}, {DType::kF8E4M3, 40},
+                        {DType::kQ8_0, 96},  {DType::kQ4_K, 512},  {DType::kQ6_K, 256},
+                        {DType::kQ6_K, 768}, {DType::kF32, 4096},  {DType::kQ4_K, 4096}};
+  for (const Case& c : cases) {
+    const uint64_t seed = NextSeed();
+    SCOPED_TRACE(StrCat(DTypeName(c.t), " cols ", c.cols, " seed ", seed));
+    Rng rng(seed);
+    const int64_t rows = 37;
+    const std::vector<uint8_t> bytes = RandomWeightBytes(rng, c.t, rows, c.cols);
+    std::vector<float> wf = HostWeightF32(c.t, bytes, rows, c.cols);
+    const Weight w = ops_->PrepareWeight(HostWeight("embed", c.t, rows, c.cols, bytes.data()));
+    const std::vector<int32_t> ids = {0, 36, 5, 5, 17, 1, 36, 0, 22};
+    const int64_t n = static_cast<int64_t>(ids.size());
+    std::vector<float> want(static_cast<size_t>(n * c.cols));
+    ref_->Embed(HostWeight("embed", DType::kF32, rows, c.cols, wf.data()), ids, HostTensor(want, n, c.cols));
+    BothPaths([&] {
+      DevTensor out = NewTensor(n, c.cols, DType::kBF16, c.cols + 8);
+      ops_->Embed(w, ids, out.t);
+      // One bf16 rounding; the device may fuse d * q - m into one FMA where the host rounds twice (a few
+      // u32 apart before the rounding).
+      EXPECT_TRUE(Close(Download(out.t), want, RelTol(want, kU + 4 * kU32, 1e-30f)));
+      EXPECT_TRUE(PaddingIntact(out.t));
+    });
+  }
+}
+
+// ---- RmsNorm ----
+
+TEST_F(CudaOpsTest, RmsNorm) {
+  for (int64_t rows : {1, 3, 17, 64}) {
+    for (int64_t cols : {64, 200, 4096}) {
+      for (DType wt : {DType::kF32, DType::kBF16}) {
+        const uint64_t seed = NextSeed();
+        SCOPED_TRACE(StrCat("rows ", rows, " cols ", cols, " weight ", DTypeName(wt), " seed ", seed));
+        Rng rng(seed);
+        std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * cols), 3.0f);
+        std::vector<uint8_t> wb = RandomWeightBytes(rng, wt, 1, cols);
+        std::vector<float> wf = HostWeightF32(wt, wb, 1, cols);
+        const Weight w = ops_->PrepareWeight(HostWeight("norm", wt, 1, cols, wb.data()));
+        std::vector<float> want(x.size());
+        std::vector<float> xc = x;
+        ref_->RmsNorm(HostTensor(xc, rows, cols), HostWeight("norm", DType::kF32, 1, cols, wf.data()), 1e-5f,
+                      HostTensor(want, rows, cols));
+        // Two bf16 roundings (2u + u^2), the f32 sum of squares (cols u32), rsqrtf (2 ulp) and the
+        // reference's own f32 roundings.
+        const std::vector<float> tol = RelTol(want, 2 * kU + 2 * kU * kU + (cols + 16) * kU32, 1e-30f);
+        DevTensor dx = Input(x, rows, cols, cols + 8);
+        DevTensor dout = NewTensor(rows, cols, DType::kBF16, cols + 16);
+        ops_->RmsNorm(dx.t, w, 1e-5f, dout.t);
+        EXPECT_TRUE(Close(Download(dout.t), want, tol));
+        EXPECT_TRUE(PaddingIntact(dout.t));
+        ops_->RmsNorm(dx.t, w, 1e-5f, dx.t);  // in place
+        EXPECT_TRUE(Close(Download(dx.t), want, tol));
+      }
+    }
+  }
+}
+
+// ---- MatMul ----
+
+struct MatMulCase {
+  DType t;
+  int64_t n, k;
+};
+
+class CudaMatMulTest : public CudaOpsTest {
+ protected:
+  // out = x W^T for one weight at several row counts, fast and simple kernels, bf16 and f32 outputs.
+  void Check(const MatMulCase& c, std::initializer_list<int64_t> row_counts, float scale = 1.0f) {
+    const uint64_t seed = NextSeed();
+    SCOPED_TRACE(StrCat(DTypeName(c.t), " [", c.n, ",", c.k, "] scale ", scale, " seed ", seed));
+    Rng rng(seed);
+    const std::vector<uint8_t> bytes = RandomWeightBytes(rng, c.t, c.n, c.k);
+    std::vector<float> wf = HostWeightF32(c.t, bytes, c.n, c.k);
+    const Weight w = ops_->PrepareWeight(HostWeight("w", c.t, c.n, c.k, bytes.data(), scale));
+    const Weight wref = HostWeight("w", DType::kF32, c.n, c.k, wf.data(), scale);
+    for (int64_t rows : row_counts) {
+      SCOPED_TRACE(StrCat("rows ", rows));
+      std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * c.k));
+      std::vector<float> want(static_cast<size_t>(rows * c.n));
+      ref_->MatMul(HostTensor(x, rows, c.k), wref, HostTensor(want, rows, c.n));
+      // Per-element bounds from sum |x w|, sum (x w)^2 and, for the int8-activation path of Q4_K, the
+      // variance of the activation rounding: x is rounded to dx q with dx = max|x| / 127 per 16 values, an
+      // error uniform in +-dx/2 (variance dx^2 / 12) per value.
+      const bool rounds_weights = c.t != DType::kBF16 && rows > 32;  // the dequantised-slab GEMM path
+      const bool rounds_x = c.t == DType::kQ4_K && rows <= 32;       // Q4_K GEMV with int8 activations
+      const int64_t groups = (c.k + 15) / 16;                        // per row (K % 256 == 0 for Q4_K)
+      std::vector<float> act_scale(static_cast<size_t>(rows * groups), 0.0f);
+      if (rounds_x)
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t k = 0; k < c.k; ++k) {
+            float& d = act_scale[static_cast<size_t>(t * groups + k / 16)];
+            d = std::max(d, std::fabs(x[t * c.k + k]) / 127.0f);
+          }
+      std::vector<float> abs_sum(want.size()), sq_sum(want.size()), act_var(want.size());
+      for (int64_t t = 0; t < rows; ++t)
+        for (int64_t n = 0; n < c.n; ++n) {
+          double a = 0, s = 0, v = 0;
+          for (int64_t k = 0; k < c.k; ++k) {
+            const double wk = static_cast<double>(wf[n * c.k + k]) * scale;
+            const double p = static_cast<double>(x[t * c.k + k]) * wk;
+            a += std::fabs(p);
+            s += p * p;
+            const double d = act_scale[static_cast<size_t>(t * groups + k / 16)];
+            v += wk * wk * d * d / 12;
+          }
+          abs_sum[t * c.n + n] = static_cast<float>(a);
+          sq_sum[t * c.n + n] = static_cast<float>(s);
+          act_var[t * c.n + n] = static_cast<float>(v);
+        }
+      for (bool out_f32 : {false, true}) {
+        std::vector<float> tol(want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          tol[i] = (out_f32 ? 0.0f : kU * std::fabs(want[i])) + 4 * c.k * kU32 * abs_sum[i] +
+                   (rounds_weights ? 4 * kU * std::sqrt(sq_sum[i]) : 0.0f) +
+                   (rounds_x ? 6 * std::sqrt(act_var[i]) : 0.0f) + 1e-30f;
+        for (int64_t pad : {0, 8, 3}) {  // pad 3 breaks 16-byte alignment: the simple kernel must take it
+          DevTensor dx = Input(x, rows, c.k, c.k + pad);
+          BothPaths([&] {
+            SCOPED_TRACE(StrCat(out_f32 ? "f32 out" : "bf16 out", " x pad ", pad));
+            DevTensor out = NewTensor(rows, c.n, out_f32 ? DType::kF32 : DType::kBF16, c.n + 4);
+            ops_->MatMul(dx.t, w, out.t);
+            EXPECT_TRUE(Close(Download(out.t), want, tol));
+            EXPECT_TRUE(PaddingIntact(out.t));
+          });
+          if (rows > 8 && pad != 0) break;  // misaligned inputs matter for the GEMV path only
+        }
+      }
+    }
+  }
+};
+
+TEST_F(CudaMatMulTest, FloatFormats) {
+  for (DType t : {DType::kBF16, DType::kF16, DType::kF32}) {
+    Check({t, 96, 64}, {1, 2, 3, 5, 8, 17, 64});
+    Check({t, 33, 40}, {1, 3, 9});  // 40 columns: 16-byte units, odd row count
+    Check({t, 1, 8}, {1, 4});
+  }
+}
+
+TEST_F(CudaMatMulTest, Fp8WithScale) {
+  Check({DType::kF8E4M3, 96, 64}, {1, 3, 8, 17, 64}, 0.0123f);
+  Check({DType::kF8E4M3, 33, 40}, {1, 5}, 2.5f);  // 40 columns: not a multiple of the 16-value unit
+}
+
+TEST_F(CudaMatMulTest, QuantFormats) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    Check({t, 31, 256}, {1, 2, 3, 5, 8, 17, 33, 64});
+    Check({t, 130, 768}, {1, 4, 8, 40});
+    Check({t, 1, 512}, {1, 3});
+  }
+  Check({DType::kQ8_0, 17, 96}, {1, 7, 33});
+}
+
+// Q4_K decode with the weights decoded to f32 (CudaOpsOptions::q4k_int8_activations off).
+TEST_F(CudaMatMulTest, Q4KWithF32Activations) {
+  CudaOpsOptions o;
+  o.q4k_int8_activations = false;
+  ops_ = CreateCudaOps(0, o);
+  cuda_ = AsCudaOps(ops_.get());
+  Check({DType::kQ4_K, 31, 256}, {1, 2, 3, 8});
+  Check({DType::kQ4_K, 40, 4096}, {1, 5});
+}
+
+// The 7B row lengths: K = 4096 and 14336 select the group sizes that reduce through shared memory.
+TEST_F(CudaMatMulTest, LongRows) {
+  for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF8E4M3}) {
+    Check({t, 40, 4096}, {1, 2, 8, 48});
+    Check({t, 24, 14336}, {1, 3, 8});
+  }
+}
+
+// A weight larger than one 16 MiB upload chunk, and the slab loop of the GEMM path (several slabs).
+TEST_F(CudaMatMulTest, LargeWeights) {
+  Check({DType::kBF16, 4100, 2048}, {1, 9});
+  Check({DType::kQ6_K, 5000, 4096}, {1});
+  Check({DType::kQ8_0, 9000, 2048}, {40});  // 32 MiB slab holds 8192 rows of 2048: two slabs
+}
+
+// ---- RopeNorm ----
+
+TEST_F(CudaOpsTest, RopeNorm) {
+  struct Case {
+    int n_heads, head_dim;
+    double base;
+  };
+  for (const Case& c :
+       {Case{3, 16, 10000.0}, Case{1, 64, 10000.0}, Case{8, 128, 11158839.92507748}, Case{2, 256, 1e6}}) {
+    for (bool with_norm : {false, true}) {
+      const uint64_t seed = NextSeed();
+      SCOPED_TRACE(
+          StrCat("heads ", c.n_heads, " head_dim ", c.head_dim, " norm ", with_norm, " seed ", seed));
+      Rng rng(seed);
+      StepBatch batch;
+      std::vector<int32_t> pages(1200);
+      std::iota(pages.begin(), pages.end(), 0);
+      batch.AddSeq(3, 9000, std::span<const int32_t>(pages.data(), 600));  // large angles
+      batch.AddSeq(1, 0, std::span<const int32_t>(pages.data() + 600, 1));
+      batch.AddSeq(17, 40, std::span<const int32_t>(pages.data() + 601, 4));
+      const int64_t rows = batch.n_rows(), cols = static_cast<int64_t>(c.n_heads) * c.head_dim;
+      std::vector<float> inv(c.head_dim / 2);
+      for (int i = 0; i < c.head_dim / 2; ++i)
+        inv[i] = static_cast<float>(std::pow(c.base, -2.0 * i / c.head_dim));
+      std::vector<uint8_t> nb = RandomWeightBytes(rng, DType::kBF16, 1, c.head_dim);
+      std::vector<float> nf = HostWeightF32(DType::kBF16, nb, 1, c.head_dim);
+      const Weight inv_w =
+          ops_->PrepareWeight(HostWeight("inv_freq", DType::kF32, 1, c.head_dim / 2, inv.data()));
+      const Weight norm_w = ops_->PrepareWeight(HostWeight("q_norm", DType::kBF16, 1, c.head_dim, nb.data()));
+      const Weight inv_ref = HostWeight("inv_freq", DType::kF32, 1, c.head_dim / 2, inv.data());
+      const Weight norm_ref = HostWeight("q_norm", DType::kF32, 1, c.head_dim, nf.data());
+
+      std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * cols), 2.0f);
+      std::vector<float> want = x;
+      ref_->BeginStep(batch);
+      ref_->RopeNorm(HostTensor(want, rows, cols), c.n_heads, c.head_dim, inv_ref,
+                     with_norm ? &norm_ref : nullptr, 1e-5f);
+      // Tolerance per element: 4u |ref| with the norm (u without), plus the f32 error of the rotation (a
+      // few u32 max|x|, which matters where the rotated value nearly cancels), scaled like the output by
+      // the head's inverse norm and the norm weight.
+      std::vector<float> tol(want.size());
+      const int half = c.head_dim / 2;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int h = 0; h < c.n_heads; ++h) {
+          const float* xh = x.data() + r * cols + h * c.head_dim;
+          double ss = 0;
+          float mx_in = 0;
+          for (int j = 0; j < half; ++j) {
+            const float angle = static_cast<float>(batch.positions[r]) * inv[j];
+            const double co = std::cos(static_cast<double>(angle)), si = std::sin(static_cast<double>(angle));
+            const double r1 = xh[j] * co - xh[j + half] * si, r2 = xh[j + half] * co + xh[j] * si;
+            ss += r1 * r1 + r2 * r2;
+            mx_in = std::max({mx_in, std::fabs(xh[j]), std::fabs(xh[j + half])});
+          }
+          const double inv_norm = with_norm ? 1.0 / std::sqrt(ss / c.head_dim + 1e-5) : 1.0;
+          for (int d = 0; d < c.head_dim; ++d) {
+            const size_t i = static_cast<size_t>(r * cols + h * c.head_dim + d);
+            const float wd = with_norm ? std::fabs(nf[d]) : 1.0f;
+            tol[i] = (with_norm ? 4.5f * kU : kU) * std::fabs(want[i]) +
+                     16 * kU32 * mx_in * static_cast<float>(inv_norm) * wd;
+          }
+        }
+      DevTensor dx = Input(x, rows, cols, cols + 8);
+      ops_->BeginStep(batch);
+      ops_->RopeNorm(dx.t, c.n_heads, c.head_dim, inv_w, with_norm ? &norm_w : nullptr, 1e-5f);
+      EXPECT_TRUE(Close(Download(dx.t), want, tol));
+      EXPECT_TRUE(PaddingIntact(dx.t));
+    }
+  }
+}
+
+// ---- KvWrite and Attention ----
+
+struct SeqSpec {
+  int32_t n_rows, n_past;
+};
+
+struct AttnCase {
+  int n_kv_heads, group, head_dim, page_size;
+  DType kv_type;
+  std::vector<SeqSpec> seqs;
+  float q_gain = 1.0f;  // > 1 makes the softmax peaky, so that each key matters
+};
+
+class CudaAttentionTest : public CudaOpsTest {
+ protected:
+  struct Pools {
+    std::unique_ptr<Buffer> k, v;
+    KvLayerView view;
+  };
+  Pools MakePools(Ops& ops, const AttnCase& c, int64_t n_pages, bool device) {
+    Pools p;
+    p.view.dtype = c.kv_type;
+    p.view.n_kv_heads = c.n_kv_heads;
+    p.view.head_dim = c.head_dim;
+    p.view.page_size = c.page_size;
+    p.view.n_pages = n_pages;
+    const size_t bytes = p.view.PageBytes() * static_cast<size_t>(n_pages);
+    p.k = ops.Allocate(bytes, "k pool");
+    p.v = ops.Allocate(bytes, "v pool");
+    // Poison: any read of a position nobody wrote turns the output into NaN.
+    if (device) {
+      cuda_->Fill16(p.k->data(), bytes / 2, kNaNBf16);
+      cuda_->Fill16(p.v->data(), bytes / 2, kNaNBf16);
+    } else {
+      std::vector<uint16_t> nan(bytes / 2, kNaNBf16);
+      std::memcpy(p.k->data(), nan.data(), bytes);
+      std::memcpy(p.v->data(), nan.data(), bytes);
+    }
+    p.view.k = p.k->data();
+    p.view.v = p.v->data();
+    return p;
+  }
+
+  void Run(const AttnCase& c) {
+    const uint64_t seed = NextSeed();
+    SCOPED_TRACE(StrCat("kv heads ", c.n_kv_heads, " group ", c.group, " head_dim ", c.head_dim, " page ",
+                        c.page_size, " kv ", DTypeName(c.kv_type), " seed ", seed));
+    Rng rng(seed);
+    const int n_heads = c.n_kv_heads * c.group, hd = c.head_dim;
+    const int64_t kv_width = static_cast<int64_t>(c.n_kv_heads) * hd,
+                  q_width = static_cast<int64_t>(n_heads) * hd;
+
+    // Page tables: a random permutation of the pool, so that sequences' pages interleave.
+    std::vector<int32_t> table_sizes;
+    int64_t n_pages = 3;  // spare pages nobody uses
+    for (const SeqSpec& s : c.seqs) {
+      table_sizes.push_back((s.n_past + s.n_rows + c.page_size - 1) / c.page_size);
+      n_pages += table_sizes.back();
+    }
+    std::vector<int32_t> perm(static_cast<size_t>(n_pages));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng.gen());
+    std::vector<std::vector<int32_t>> tables;
+    size_t next = 0;
+    for (int32_t n : table_sizes) {
+      tables.emplace_back(perm.begin() + static_cast<int64_t>(next),
+                          perm.begin() + static_cast<int64_t>(next + n));
+      next += static_cast<size_t>(n);
+    }
+
+    Pools dev = MakePools(*ops_, c, n_pages, true);
+    Pools host = MakePools(*ref_, c, n_pages, false);
+
+    // History: positions [0, n_past) of every sequence, written in one step.
+    StepBatch hist;
+    hist.page_size = c.page_size;
+    for (size_t s = 0; s < c.seqs.size(); ++s)
+      if (c.seqs[s].n_past > 0) hist.AddSeq(c.seqs[s].n_past, 0, tables[s]);
+    if (hist.n_rows() > 0) {
+      std::vector<float> hk = RandomBf16(rng, static_cast<size_t>(hist.n_rows() * kv_width));
+      std::vector<float> hv = RandomBf16(rng, hk.size());
+      ref_->BeginStep(hist);
+      ref_->KvWrite(HostTensor(hk, hist.n_rows(), kv_width), HostTensor(hv, hist.n_rows(), kv_width),
+                    host.view);
+      DevTensor dk = Input(hk, hist.n_rows(), kv_width), dv = Input(hv, hist.n_rows(), kv_width);
+      ops_->BeginStep(hist);
+      ops_->KvWrite(dk.t, dv.t, dev.view);
+    }
+
+    // The step: new rows of every sequence.
+    StepBatch batch;
+    batch.page_size = c.page_size;
+    for (size_t s = 0; s < c.seqs.size(); ++s) batch.AddSeq(c.seqs[s].n_rows, c.seqs[s].n_past, tables[s]);
+    const int64_t rows = batch.n_rows();
+    std::vector<float> k = RandomBf16(rng, static_cast<size_t>(rows * kv_width));
+    std::vector<float> v = RandomBf16(rng, k.size());
+    std::vector<float> q = RandomBf16(rng, static_cast<size_t>(rows * q_width), c.q_gain);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<float> want(q.size());
+    ref_->BeginStep(batch);
+    ref_->KvWrite(HostTensor(k, rows, kv_width), HostTensor(v, rows, kv_width), host.view);
+    ref_->Attention(HostTensor(q, rows, q_width), host.view, n_heads, scale, HostTensor(want, rows, q_width));
+
+    DevTensor dk = Input(k, rows, kv_width, kv_width + 8), dv = Input(v, rows, kv_width);
+    ops_->BeginStep(batch);
+    ops_->KvWrite(dk.t, dv.t, dev.view);
+
+    // The caches must agree bit for bit (positions nobody wrote keep the poison in both).
+    const size_t pool_bytes = dev.view.PageBytes() * static_cast<size_t>(n_pages);
+    std::vector<uint8_t> got_k(pool_bytes), got_v(pool_bytes);
+    Tensor kraw{dev.view.k,
+                DType::kBF16,
+                1,
+                static_cast<int64_t>(pool_bytes / 2),
+                static_cast<int64_t>(pool_bytes / 2),
+                ops_->device()};
+    ops_->CopyToHost(kraw, got_k.data());
+    kraw.data = dev.view.v;
+    ops_->CopyToHost(kraw, got_v.data());
+    EXPECT_EQ(std::memcmp(got_k.data(), host.view.k, pool_bytes), 0) << "K cache differs";
+    EXPECT_EQ(std::memcmp(got_v.data(), host.view.v, pool_bytes), 0) << "V cache differs";
+
+    // Tolerance per (row, head, dim), from the worst score error of that (row, head).
+    std::vector<float> kvals(static_cast<size_t>(hd)), vvals(static_cast<size_t>(hd));
+    std::vector<float> tol(want.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const StepBatch::Seq& s = batch.seqs[static_cast<size_t>(batch.row_seq[r])];
+      const int32_t pos = batch.positions[r];
+      for (int h = 0; h < n_heads; ++h) {
+        const int hk = h / c.group;
+        float max_qk = 0, max_v = 0;
+        for (int32_t j = 0; j <= pos; ++j) {
+          const int32_t page = batch.pages[static_cast<size_t>(s.first_page + j / c.page_size)];
+          const size_t off =
+              static_cast<size_t>(page) * host.view.PageBytes() +
+              (static_cast<size_t>(hk) * c.page_size + j % c.page_size) * DTypeBytes(c.kv_type, hd);
+          DequantizeRow(c.kv_type, static_cast<char*>(host.view.k) + off, kvals.data(), hd);
+          DequantizeRow(c.kv_type, static_cast<char*>(host.view.v) + off, vvals.data(), hd);
+          float qk = 0;
+          for (int d = 0; d < hd; ++d) {
+            qk += std::fabs(q[r * q_width + h * hd + d] * kvals[d]);
+            max_v = std::max(max_v, std::fabs(vvals[d]));
+          }
+          max_qk = std::max(max_qk, qk);
+        }
+        const float e = (hd + 4) * kU32 * scale * max_qk * 1.4427f + 4 * kU32;  // in log2 units
+        for (int d = 0; d < hd; ++d) {
+          const size_t i = static_cast<size_t>(r * q_width + h * hd + d);
+          tol[i] = kU * std::fabs(want[i]) + (2 * e + 8 * kU32) * max_v;
+        }
+      }
+    }
+    BothPaths([&] {
+      DevTensor dq = Input(q, rows, q_width, q_width + 16);
+      DevTensor out = NewTensor(rows, q_width, DType::kBF16, q_width + 8);
+      ops_->Attention(dq.t, dev.view, n_heads, scale, out.t);
+      EXPECT_TRUE(Close(Download(out.t), want, tol));
+      EXPECT_TRUE(PaddingIntact(out.t));
+    });
+  }
+};
+
+// Decode rows (1..4 per sequence) and prefill chunks (more) in one batch, different n_past each.
+std::vector<SeqSpec> MixedSeqs() {
+  return {{1, 0}, {1, 37}, {3, 100}, {17, 0}, {64, 200}, {1, 700}, {4, 15}, {9, 33}};
+}
+
+TEST_F(CudaAttentionTest, Gqa1) {
+  Run({4, 1, 128, 16, DType::kBF16, MixedSeqs()});
+}
+TEST_F(CudaAttentionTest, Gqa2) {
+  Run({2, 2, 128, 16, DType::kBF16, MixedSeqs()});
+}
+TEST_F(CudaAttentionTest, Gqa4) {
+  Run({2, 4, 128, 16, DType::kBF16, MixedSeqs()});
+}
+TEST_F(CudaAttentionTest, Gqa8HeadDim64) {
+  Run({1, 8, 64, 16, DType::kBF16, MixedSeqs()});
+}
+TEST_F(CudaAttentionTest, Gqa3) {
+  Run({2, 3, 64, 8, DType::kBF16, MixedSeqs()});
+}
+TEST_F(CudaAttentionTest, F16Cache) {
+  Run({2, 4, 128, 16, DType::kF16, MixedSeqs()});
+}
+TEST_F(CudaAttentionTest, PeakySoftmax) {
+  Run({2, 4, 128, 16, DType::kBF16, MixedSeqs(), 6.0f});
+}
+TEST_F(CudaAttentionTest, OddPageSize) {
+  Run({2, 2, 64, 5, DType::kBF16, {{1, 3}, {2, 70}, {12, 9}}});
+}
+// Shapes only the simple kernel takes: head_dim 32 (the tiny fixtures), group 16, an f32 cache.
+TEST_F(CudaAttentionTest, SimpleOnlyShapes) {
+  Run({1, 4, 32, 16, DType::kBF16, MixedSeqs()});
+  Run({1, 16, 64, 16, DType::kBF16, {{1, 50}, {7, 3}}});
+  Run({2, 2, 64, 16, DType::kF32, {{1, 50}, {7, 3}}});
+}
+// Long contexts: the decode path with many splits, and a prefill chunk late in a long sequence.
+TEST_F(CudaAttentionTest, LongContext) {
+  Run({2, 4, 128, 16, DType::kBF16, {{1, 8191}, {2, 4000}, {16, 8100}, {1, 2047}}});
+}
+// Many decode rows: 96 rows x 8 kv heads fill the GPU, so decode attention runs without splits.
+TEST_F(CudaAttentionTest, ManyDecodeRows) {
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 96; ++i) seqs.push_back({1, 60 + 7 * i});
+  Run({8, 4, 128, 16, DType::kBF16, seqs});
+}
+
+// ---- SwiGlu, Add, GatherRows ----
+
+TEST_F(CudaOpsTest, SwiGluAndAdd) {
+  for (int64_t rows : {1, 3, 17, 64}) {
+    for (int64_t cols : {1, 7, 64, 4096}) {
+      const uint64_t seed = NextSeed();
+      SCOPED_TRACE(StrCat("rows ", rows, " cols ", cols, " seed ", seed));
+      Rng rng(seed);
+      const size_t n = static_cast<size_t>(rows * cols);
+      std::vector<float> g = RandomBf16(rng, n, 4.0f), u = RandomBf16(rng, n, 2.0f);
+      std::vector<float> sw(n), gc = g, uc = u;
+      ref_->SwiGlu(HostTensor(gc, rows, cols), HostTensor(uc, rows, cols), HostTensor(sw, rows, cols));
+      DevTensor dg = Input(g, rows, cols, cols + 3), du = Input(u, rows, cols, cols + 8);
+      DevTensor out = NewTensor(rows, cols, DType::kBF16, cols + 1);
+      ops_->SwiGlu(dg.t, du.t, out.t);
+      // f32 math (exp to 2 ulp, a division) then one bf16 rounding.
+      const std::vector<float> tol = RelTol(sw, kU + 8 * kU32, 1e-30f);
+      EXPECT_TRUE(Close(Download(out.t), sw, tol));
+      EXPECT_TRUE(PaddingIntact(out.t));
+      ops_->SwiGlu(dg.t, du.t, dg.t);  // out aliasing gate
+      EXPECT_TRUE(Close(Download(dg.t), sw, tol));
+
+      std::vector<float> a = RandomBf16(rng, n), b = RandomBf16(rng, n), sum = a;
+      std::vector<float> bc = b;
+      ref_->Add(HostTensor(sum, rows, cols), HostTensor(bc, rows, cols));
+      DevTensor da = Input(a, rows, cols, cols + 2), db = Input(b, rows, cols);
+      ops_->Add(da.t, db.t);
+      EXPECT_TRUE(Close(Download(da.t), sum, RelTol(sum, kU, 1e-30f)));
+      EXPECT_TRUE(PaddingIntact(da.t));
+    }
+  }
+}
+
+TEST_F(CudaOpsTest, GatherRows) {
+  Rng rng(NextSeed());
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    for (int64_t cols : {1, 5, 4096}) {
+      const int64_t rows = 17;
+      std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * cols));
+      DevTensor dx = NewTensor(rows, cols, t, cols + 4);
+      Upload(x, dx.t);
+      const std::vector<int32_t> pick = {16, 0, 3, 3, 9};
+      DevTensor out = NewTensor(static_cast<int64_t>(pick.size()), cols, t, cols + 2);
+      ops_->GatherRows(dx.t, pick, out.t);
+      std::vector<float> want;
+      for (int32_t r : pick) want.insert(want.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
+      EXPECT_EQ(Download(out.t), want) << DTypeName(t) << " cols " << cols;
+      EXPECT_TRUE(PaddingIntact(out.t));
+    }
+  }
+}
+
+// ---- CUDA graphs: replayed steps equal eager steps ----
+
+// A small decoder layer over the ops: the shape of one decode step of the model.
+struct MiniLayer {
+  static constexpr int kHidden = 256, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512, kVocab = 300;
+  Weight embed, norm, wq, wk, wv, wo, gate, up, down, inv_freq, qnorm;
+};
+
+class CudaGraphTest : public CudaOpsTest {
+ protected:
+  struct Buffers {
+    DevTensor x, h, q, k, v, att, o, g, u, logits_rows, logits;
+    std::unique_ptr<Buffer> kpool, vpool;
+    KvLayerView kv;
+  };
+
+  void MakeWeights(Rng& rng) {
+    auto prep = [&](const char* name, DType t, int64_t rows, int64_t cols) {
+      host_bytes_.push_back(RandomWeightBytes(rng, t, rows, cols));
+      return ops_->PrepareWeight(HostWeight(name, t, rows, cols, host_bytes_.back().data()));
+    };
+    using L = MiniLayer;
+    layer_.embed = prep("embed", DType::kQ8_0, L::kVocab, L::kHidden);
+    layer_.norm = prep("norm", DType::kBF16, 1, L::kHidden);
+    layer_.wq = prep("wq", DType::kBF16, L::kHeads * L::kHeadDim, L::kHidden);
+    layer_.wk = prep("wk", DType::kQ4_K, L::kKvHeads * L::kHeadDim, L::kHidden);
+    layer_.wv = prep("wv", DType::kQ6_K, L::kKvHeads * L::kHeadDim, L::kHidden);
+    layer_.wo = prep("wo", DType::kBF16, L::kHidden, L::kHeads * L::kHeadDim);
+    layer_.gate = prep("gate", DType::kQ8_0, L::kFfn, L::kHidden);
+    layer_.up = prep("up", DType::kBF16, L::kFfn, L::kHidden);
+    layer_.down = prep("down", DType::kBF16, L::kHidden, L::kFfn);
+    layer_.qnorm = prep("qnorm", DType::kBF16, 1, L::kHeadDim);
+    inv_.resize(L::kHeadDim / 2);
+    for (int i = 0; i < L::kHeadDim / 2; ++i)
+      inv_[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / L::kHeadDim));
+    layer_.inv_freq =
+        ops_->PrepareWeight(HostWeight("inv_freq", DType::kF32, 1, L::kHeadDim / 2, inv_.data()));
+  }
+
+  Buffers MakeBuffers(int rows, int64_t n_pages) {
+    using L = MiniLayer;
+    Buffers b;
+    b.x = NewTensor(rows, L::kHidden);
+    b.h = NewTensor(rows, L::kHidden);
+    b.q = NewTensor(rows, L::kHeads * L::kHeadDim);
+    b.k = NewTensor(rows, L::kKvHeads * L::kHeadDim);
+    b.v = NewTensor(rows, L::kKvHeads * L::kHeadDim);
+    b.att = NewTensor(rows, L::kHeads * L::kHeadDim);
+    b.o = NewTensor(rows, L::kHidden);
+    b.g = NewTensor(rows, L::kFfn);
+    b.u = NewTensor(rows, L::kFfn);
+    b.logits_rows = NewTensor(rows, L::kHidden);
+    b.logits = NewTensor(rows, L::kVocab, DType::kF32);
+    b.kv.dtype = DType::kBF16;
+    b.kv.n_kv_heads = L::kKvHeads;
+    b.kv.head_dim = L::kHeadDim;
+    b.kv.page_size = 16;
+    b.kv.n_pages = n_pages;
+    const size_t bytes = b.kv.PageBytes() * static_cast<size_t>(n_pages);
+    b.kpool = ops_->Allocate(bytes, "k");
+    b.vpool = ops_->Allocate(bytes, "v");
+    cuda_->Fill16(b.kpool->data(), bytes / 2, kNaNBf16);
+    cuda_->Fill16(b.vpool->data(), bytes / 2, kNaNBf16);
+    b.kv.k = b.kpool->data();
+    b.kv.v = b.vpool->data();
+    return b;
+  }
+
+  // One step: everything a decode step of the model does, ending in f32 logits of every row.
+  void Step(const StepBatch& batch, const std::vector<int32_t>& ids, Buffers& b) {
+    using L = MiniLayer;
+    const MiniLayer& w = layer_;
+    ops_->BeginStep(batch);
+    ops_->Embed(w.embed, ids, b.x.t);
+    ops_->RmsNorm(b.x.t, w.norm, 1e-5f, b.h.t);
+    ops_->MatMul(b.h.t, w.wq, b.q.t);
+    ops_->MatMul(b.h.t, w.wk, b.k.t);
+    ops_->MatMul(b.h.t, w.wv, b.v.t);
+    ops_->RopeNorm(b.q.t, L::kHeads, L::kHeadDim, w.inv_freq, &w.qnorm, 1e-5f);
+    ops_->RopeNorm(b.k.t, L::kKvHeads, L::kHeadDim, w.inv_freq, &w.qnorm, 1e-5f);
+    ops_->KvWrite(b.k.t, b.v.t, b.kv);
+    ops_->Attention(b.q.t, b.kv, L::kHeads, 0.125f, b.att.t);
+    ops_->MatMul(b.att.t, w.wo, b.o.t);
+    ops_->Add(b.x.t, b.o.t);
+    ops_->RmsNorm(b.x.t, w.norm, 1e-5f, b.h.t);
+    ops_->MatMul(b.h.t, w.gate, b.g.t);
+    ops_->MatMul(b.h.t, w.up, b.u.t);
+    ops_->SwiGlu(b.g.t, b.u.t, b.g.t);
+    ops_->MatMul(b.g.t, w.down, b.o.t);
+    ops_->Add(b.x.t, b.o.t);
+    std::vector<int32_t> all(static_cast<size_t>(batch.n_rows()));
+    std::iota(all.begin(), all.end(), 0);
+    std::reverse(all.begin(), all.end());
+    ops_->GatherRows(b.x.t, all, b.logits_rows.t);
+    ops_->MatMul(b.logits_rows.t, w.embed, b.logits.t);
+  }
+
+  // Writes a history of n_past positions per sequence into both buffer sets (identical data).
+  void History(const std::vector<int32_t>& n_past, const std::vector<std::vector<int32_t>>& tables, Rng& rng,
+               Buffers& a, Buffers& b) {
+    StepBatch hist;
+    for (size_t s = 0; s < n_past.size(); ++s) hist.AddSeq(n_past[s], 0, tables[s]);
+    const int64_t width = MiniLayer::kKvHeads * MiniLayer::kHeadDim;
+    std::vector<float> k = RandomBf16(rng, static_cast<size_t>(hist.n_rows() * width));
+    std::vector<float> v = RandomBf16(rng, k.size());
+    DevTensor dk = Input(k, hist.n_rows(), width), dv = Input(v, hist.n_rows(), width);
+    ops_->BeginStep(hist);
+    ops_->KvWrite(dk.t, dv.t, a.kv);
+    ops_->KvWrite(dk.t, dv.t, b.kv);
+  }
+
+  MiniLayer layer_;
+  std::vector<std::vector<uint8_t>> host_bytes_;
+  std::vector<float> inv_;
+};
+
+TEST_F(CudaGraphTest, ReplayEqualsEager) {
+  const uint64_t seed = NextSeed();
+  SCOPED_TRACE(StrCat("seed ", seed));
+  Rng rng(seed);
+  MakeWeights(rng);
+  // Three decode sequences (one row each) and one 2-row chunk.
+  const std::vector<int32_t> rows_per_seq = {1, 1, 2, 1};
+  std::vector<int32_t> n_past = {5, 30, 12, 60};
+  std::vector<std::vector<int32_t>> tables = {{0, 1, 2, 3, 4, 5, 6, 7},
+                                              {9, 8, 10, 11, 12, 13, 14, 15},
+                                              {20, 17, 18, 19, 16, 21, 22, 23},
+                                              {31, 30, 29, 28, 27, 26, 25, 24}};
+  const int rows = 5;
+  Buffers eager = MakeBuffers(rows, 32), graphed = MakeBuffers(rows, 32);
+  History(n_past, tables, rng, eager, graphed);
+
+  std::unique_ptr<CudaGraph> graph;
+  int replays = 0, recaptures = 0;
+  for (int step = 0; step < 8; ++step) {
+    SCOPED_TRACE(StrCat("step ", step));
+    StepBatch batch;
+    for (size_t s = 0; s < n_past.size(); ++s) batch.AddSeq(rows_per_seq[s], n_past[s], tables[s]);
+    std::vector<int32_t> ids(rows);
+    for (int32_t& id : ids) id = rng.Int(0, MiniLayer::kVocab - 1);
+
+    Step(batch, ids, eager);
+    bool ran = false;
+    if (graph != nullptr) {
+      cuda_->BeginReplay(*graph);
+      Step(batch, ids, graphed);
+      ran = cuda_->EndReplay();
+      replays += ran;
+    }
+    if (!ran) {
+      cuda_->BeginCapture();
+      Step(batch, ids, graphed);
+      graph = cuda_->EndCapture();
+      ++recaptures;
+    }
+    const std::vector<float> a = Download(eager.logits.t), b = Download(graphed.logits.t);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(a[i])) << i;
+      ASSERT_EQ(a[i], b[i]) << "logit " << i;  // same kernels, same launches: bit-identical
+    }
+    EXPECT_EQ(Download(eager.x.t), Download(graphed.x.t));
+    for (int32_t& p : n_past) p += 1;
+  }
+  // The longest context grows from 61 to 68 positions: at step 4 (65) the split bucket goes from 64 to
+  // 128, the replay must notice (EndReplay false) and the step is captured again.
+  EXPECT_EQ(replays, 6);
+  EXPECT_EQ(recaptures, 2);
+}
+
+TEST_F(CudaGraphTest, MisuseInsideCaptureSpoilsTheGraph) {
+  Rng rng(NextSeed());
+  MakeWeights(rng);
+  Buffers b = MakeBuffers(1, 8);
+  StepBatch batch;
+  const std::vector<int32_t> table = {0, 1};
+  batch.AddSeq(1, 0, table);
+  cuda_->BeginCapture();
+  ops_->BeginStep(batch);
+  EXPECT_THROW(ops_->Sync(), Error);
+  EXPECT_THROW(cuda_->EndCapture(), Error);
+  // Eager work goes on.
+  const std::vector<int32_t> ids = {7};
+  Step(batch, ids, b);
+  for (float f : Download(b.logits.t)) ASSERT_TRUE(std::isfinite(f));
+}
+
+}  // namespace
+}  // namespace hymt
