@@ -35,6 +35,7 @@
 #endif
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/dispatch.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/status.h"
@@ -47,6 +48,16 @@ namespace hymt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Wall time of one measured region.
+class Stopwatch {
+ public:
+  Stopwatch() : t0_(Clock::now()) {}
+  double Elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+
+ private:
+  Clock::time_point t0_;
+};
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -100,46 +111,101 @@ size_t WorkingSetBytes() {
 
 // Multi-threaded read of a buffer several times the LLC with the thread pool: each thread sums its
 // contiguous share with 64-bit loads (the compiler vectorises them; the loads are far faster than memory).
-Stats ReadBandwidth(int repeats) {
-  const size_t bytes = WorkingSetBytes();
-  AlignedBytes buf(bytes);
+class ReadBandwidth {
+ public:
+  ReadBandwidth() : bytes_(WorkingSetBytes()), buf_(bytes_) {
+    DefaultThreadPool().Run([&](int t, int n) {  // first touch by the thread that will read it
+      const size_t b = bytes_ / n * t, e = t + 1 == n ? bytes_ : bytes_ / n * (t + 1);
+      std::memset(buf_.data() + b, 1, e - b);
+    });
+  }
+  // GB/s per slice, median over `sweeps` sweeps of the buffer after a warm-up sweep.
+  Stats Measure(int sweeps);
+
+ private:
+  size_t bytes_;
+  AlignedBytes buf_;
+};
+
+// Sums `bytes` (a multiple of 4 x 64) as kStreams interleaved sequential streams (one 64-byte line from
+// each per step, 256-bit loads): like the 4-row GEMV, several streams keep more lines in flight than one,
+// and the loads far outrun memory, so the loop measures memory. The scalar loop is the fallback.
+constexpr int kStreams = 4;
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t SumAvx2(const uint8_t* p, size_t bytes) {
+  const size_t part = bytes / kStreams;
+  __m256i acc[kStreams];
+  for (int s = 0; s < kStreams; ++s) acc[s] = _mm256_setzero_si256();
+  for (size_t i = 0; i < part; i += 64) {
+    for (int s = 0; s < kStreams; ++s) {
+      const uint8_t* q = p + s * part + i;
+      acc[s] = _mm256_add_epi64(
+          acc[s], _mm256_add_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(q)),
+                                   _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32))));
+    }
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3])));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+#endif
+uint64_t SumScalar(const uint8_t* p, size_t bytes) {
+  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
+  const size_t part = bytes / 8 / kStreams;
+  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  for (size_t i = 0; i < part; ++i) {
+    a0 += w[i];
+    a1 += w[part + i];
+    a2 += w[2 * part + i];
+    a3 += w[3 * part + i];
+  }
+  return a0 + a1 + a2 + a3;
+}
+static_assert(kStreams == 4, "SumAvx2 and SumScalar combine four streams");
+uint64_t SumBytes(const uint8_t* p, size_t bytes) {
+#if defined(__x86_64__)
+  if (cpu::IsaSupported(cpu::Isa::kAvx2)) return SumAvx2(p, bytes);
+#endif
+  return SumScalar(p, bytes);
+}
+
+// Read in slices of kSliceBytes, each timed on its own: the same time scale as one GEMV call (a few
+// ms), so that on a shared machine the ceiling and the kernels see the same interference (a long pass
+// is preempted more often than a short call, which would make the ratios look better than they are).
+constexpr size_t kSliceBytes = size_t{32} << 20;
+
+Stats ReadBandwidth::Measure(int sweeps) {
+  const size_t slices = bytes_ / kSliceBytes;
   ThreadPool& pool = DefaultThreadPool();
-  pool.Run([&](int t, int n) {  // first touch by the thread that will read it
-    const size_t b = bytes / n * t, e = t + 1 == n ? bytes : bytes / n * (t + 1);
-    std::memset(buf.data() + b, 1, e - b);
-  });
   std::vector<uint64_t> sinks(pool.size() * 8);
   std::vector<double> gbs;
-  for (int r = 0; r < repeats + 1; ++r) {
-    auto t0 = Clock::now();
-    pool.Run([&](int t, int n) {
-      const size_t words = bytes / 8;
-      const uint64_t* p = reinterpret_cast<const uint64_t*>(buf.data());
-      const size_t b = words / n * t, e = t + 1 == n ? words : words / n * (t + 1);
-      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-      for (size_t i = b; i + 4 <= e; i += 4) {
-        a0 += p[i];
-        a1 += p[i + 1];
-        a2 += p[i + 2];
-        a3 += p[i + 3];
-      }
-      sinks[t * 8] = a0 + a1 + a2 + a3;
-    });
-    auto t1 = Clock::now();
-    if (r > 0) gbs.push_back(bytes / Seconds(t0, t1) / 1e9);  // the first pass warms the TLB
+  for (int r = 0; r < sweeps + 1; ++r) {
+    for (size_t sl = 0; sl < slices; ++sl) {
+      const uint64_t* p = reinterpret_cast<const uint64_t*>(buf_.data() + sl * kSliceBytes);
+      Stopwatch watch;
+      pool.Run([&](int t, int n) {
+        const size_t part = kSliceBytes / n / (kStreams * 64) * (kStreams * 64);
+        const size_t b = part * t, e = t + 1 == n ? kSliceBytes : part * (t + 1);
+        sinks[t * 8] = SumBytes(reinterpret_cast<const uint8_t*>(p) + b, e - b);
+      });
+      if (r > 0) gbs.push_back(kSliceBytes / watch.Elapsed() / 1e9);  // the first sweep warms the TLB
+    }
   }
   return Summarise(gbs);
 }
 
 #if defined(__x86_64__)
 // Register-resident loops of one instruction with 16 independent accumulators (more than latency x
-// throughput), so they run at the instruction's peak issue rate. FLOPs per instruction: FMA 16 lanes x
+// throughput), so they run at the instruction's peak issue rate. (Unrolled explicitly: at -O2 the
+// accumulator array would otherwise live in memory.) FLOPs per instruction: FMA 16 lanes x
 // 2; vdpbf16ps 16 lanes x 2 pairs x 2; vpdpbusd 16 lanes x 4 byte pairs x 2 (integer ops).
 __attribute__((target("avx512f,fma"))) double PeakFma512(int64_t iters) {
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
   for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
   float s = 0;
   for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_ps(acc[i]);
@@ -150,6 +216,7 @@ __attribute__((target("avx512f,avx512bf16"))) double PeakBf16(int64_t iters) {
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3a83);
   for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
   float s = 0;
   for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_ps(acc[i]);
@@ -160,6 +227,7 @@ __attribute__((target("avx512f,avx512vnni"))) double PeakVnni(int64_t iters) {
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_epi32(i);
   const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
   for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
   int64_t s = 0;
   for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_epi32(acc[i]);
@@ -170,6 +238,7 @@ __attribute__((target("avx2,fma"))) double PeakFma256(int64_t iters) {
   for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
   const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
   for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 16
     for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
   alignas(32) float out[8];
   __m256 s = acc[0];
@@ -179,16 +248,17 @@ __attribute__((target("avx2,fma"))) double PeakFma256(int64_t iters) {
 }
 #endif
 
-// GFLOP/s (or GOP/s) of fn(iters) on every thread of the pool at once; flops_per_iter per thread.
+// GFLOP/s (or GOP/s) of fn(iters) on every thread of the pool at once; flops_per_iter per thread. Short
+// runs (a few ms, like one GEMM call) and many of them, for the reason given at kSliceBytes.
 Stats Peak(double (*fn)(int64_t), double flops_per_iter, int repeats) {
   ThreadPool& pool = DefaultThreadPool();
-  const int64_t iters = 20'000'000;
+  const int64_t iters = 500'000;
+  repeats *= 10;
   std::vector<double> sink(pool.size() * 8), out;
   for (int r = 0; r < repeats + 1; ++r) {
-    auto t0 = Clock::now();
+    Stopwatch watch;
     pool.Run([&](int t, int) { sink[t * 8] = fn(iters); });
-    auto t1 = Clock::now();
-    if (r > 0) out.push_back(flops_per_iter * iters * pool.size() / Seconds(t0, t1) / 1e9);
+    if (r > 0) out.push_back(flops_per_iter * iters * pool.size() / watch.Elapsed() / 1e9);
   }
   return Summarise(out);
 }
@@ -298,23 +368,58 @@ MatMulResult BenchMatMul(Ops& ops, DType t, const Shape& s, int gemv_calls, int 
   MatMulResult r;
   std::vector<double> gbs;
   for (int i = 0; i < gemv_calls + 2; ++i) {
-    auto t0 = Clock::now();
+    Stopwatch watch;
     run(1, i % copies);
-    auto t1 = Clock::now();
-    if (i >= 2) gbs.push_back(bytes / Seconds(t0, t1) / 1e9);
+    if (i >= 2) gbs.push_back(bytes / watch.Elapsed() / 1e9);
   }
   r.gemv_gbs = Summarise(gbs);
   if (gemm) {
     std::vector<double> gf;
     for (int i = 0; i < gemm_calls + 1; ++i) {
-      auto t0 = Clock::now();
+      Stopwatch watch;
       run(max_tokens, i % copies);
-      auto t1 = Clock::now();
-      if (i >= 1) gf.push_back(2.0 * max_tokens * s.n * s.k / Seconds(t0, t1) / 1e9);
+      if (i >= 1) gf.push_back(2.0 * max_tokens * s.n * s.k / watch.Elapsed() / 1e9);
     }
     r.gemm_gflops = Summarise(gf);
   }
   return r;
+}
+
+// The GEMV kernel alone on weights that stay in L2 (32 rows x 4096 inputs), one thread, fastest of
+// many calls: how many GB/s of weights one thread can consume when memory is not the limit. Decode
+// is memory bound only if this exceeds the thread's share of the read bandwidth.
+double GemvComputeGbs(const cpu::KernelTable& k, DType t) {
+  const int64_t n = 32, kk = 4096;
+  const size_t row_bytes = DTypeBytes(t, kk);
+  AlignedBytes w(row_bytes * n);
+  XorShift rng;
+  FillWeight(t, w.data(), row_bytes * n, rng);
+  std::vector<float> x(kk), out(n);
+  for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(rng.Next() % 2001) - 1000) / 1000.0f;
+  cpu::MatMulArgs a;
+  a.x = x.data();
+  a.x_stride = kk;
+  a.n_tokens = 1;
+  a.k = kk;
+  a.w = w.data();
+  a.w_row_bytes = row_bytes;
+  a.w_dtype = t;
+  a.out = out.data();
+  a.out_stride = n;
+  const bool is_block = GetDTypeInfo(t).quantized;
+  std::vector<uint8_t> xq(is_block ? k.quant_act_row_bytes(t, kk) : 0);
+  if (is_block) k.quantize_act_row(t, x.data(), kk, xq.data());
+  double best = 1e30;
+  for (int r = 0; r < 400; ++r) {
+    Stopwatch watch;
+    if (is_block) {
+      k.gemv_quant(a, xq.data(), xq.size(), 0, n);
+    } else {
+      k.gemv_float(a, 0, n);
+    }
+    best = std::min(best, watch.Elapsed());
+  }
+  return static_cast<double>(row_bytes * n) / best / 1e9;
 }
 
 // ---- attention
@@ -361,12 +466,22 @@ Stats BenchAttention(Ops& ops, DType kv_type, int context, int calls) {
   for (int i = 0; i < calls + layers; ++i) {
     kv.k = k.data() + pool_bytes * (i % layers);
     kv.v = v.data() + pool_bytes * (i % layers);
-    auto t0 = Clock::now();
+    Stopwatch watch;
     ops.Attention(qt, kv, n_heads, 0.088f, ot);
-    auto t1 = Clock::now();
-    if (i >= layers) gbs.push_back(read / Seconds(t0, t1) / 1e9);
+    if (i >= layers) gbs.push_back(read / watch.Elapsed() / 1e9);
   }
   return Summarise(gbs);
+}
+
+std::string LoadAverage() {
+  char buf[128] = {};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fgets(buf, sizeof buf, f) == nullptr) buf[0] = 0;
+    std::fclose(f);
+  }
+  std::string s(buf);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s.empty() ? "?" : s;
 }
 
 std::string Spread(const Stats& s, int digits = 1) {
@@ -403,13 +518,20 @@ int Main(int argc, char** argv) {
   auto ops = CreateCpuOps(isa);
   const int repeats = quick ? 3 : 7;
   ThreadPool& pool = DefaultThreadPool();
-  std::printf("hymt CPU kernel lab: backend %s, %d threads, LLC %s, working sets %s\n\n", ops->name().c_str(),
+  std::printf("hymt CPU kernel lab: backend %s, %d threads, LLC %s, working sets %s\n", ops->name().c_str(),
               pool.size(), FormatBytes(LastLevelCacheBytes()).c_str(),
               FormatBytes(WorkingSetBytes()).c_str());
+  std::printf("load average at start: %s\n", LoadAverage().c_str());
+  std::printf(
+      "Ratios divide by ceilings measured in this run, next to each row, on the same time scale as\n"
+      "the kernel calls. 'med' compares medians; 'best' compares the fastest call with the fastest\n"
+      "ceiling run - on a machine shared with other processes that is the uncontended rate.\n\n");
 
-  const Stats bw = ReadBandwidth(repeats);
-  std::printf("ceilings (median [min-max] of %d)\n", repeats);
-  std::printf("  read bandwidth         %8.1f GB/s  %s\n", bw.median, Spread(bw).c_str());
+  ReadBandwidth reader;
+  const Stats bw = reader.Measure(quick ? 1 : 3);
+  std::printf("ceilings (median [min-max]; bandwidth over 32 MiB slices, peaks over %d runs of ~3 ms)\n",
+              repeats * 10);
+  std::printf("  read bandwidth         %8.1f GB/s    %s\n", bw.median, Spread(bw).c_str());
   Stats fma{}, bf16{}, vnni{};
 #if defined(__x86_64__)
   if (cpu::IsaSupported(cpu::Isa::kAvx512)) {
@@ -418,46 +540,72 @@ int Main(int argc, char** argv) {
     vnni = Peak(&PeakVnni, 16 * 128, repeats);
     std::printf("  f32 FMA (zmm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
     std::printf("  vdpbf16ps peak         %8.1f GFLOP/s %s\n", bf16.median, Spread(bf16).c_str());
-    std::printf("  vpdpbusd peak          %8.1f GOP/s  %s\n", vnni.median, Spread(vnni).c_str());
+    std::printf("  vpdpbusd peak          %8.1f GOP/s   %s\n", vnni.median, Spread(vnni).c_str());
   } else if (cpu::IsaSupported(cpu::Isa::kAvx2)) {
     fma = Peak(&PeakFma256, 12 * 16, repeats);
     std::printf("  f32 FMA (ymm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
   }
 #endif
   const Stats dispatch = DispatchMicroseconds();
-  std::printf("  pool dispatch          %8.2f us     %s\n\n", dispatch.median, Spread(dispatch, 2).c_str());
+  std::printf("  pool dispatch          %8.2f us      %s\n\n", dispatch.median, Spread(dispatch, 2).c_str());
 
-  std::printf("MatMul: GEMV = 1 token (decode), GB/s of weights read and %% of the read bandwidth;\n");
+  std::printf("MatMul at the Hunyuan-MT-7B shapes (rows x inputs).\n");
   std::printf(
-      "        GEMM = 64 tokens (prefill chunk), GFLOP/s and %% of the peak of the instruction used\n");
-  std::printf("        (f32 FMA for float weights, vpdpbusd for the block formats)\n");
-  std::printf("%-8s %-14s %10s %8s %18s %10s %8s\n", "type", "shape", "GEMV GB/s", "of BW", "spread",
-              "GEMM GF/s", "of peak");
+      "  GEMV: 1 token (decode): GB/s of weights read, %% of the read bandwidth (BW, measured just before\n");
+  std::printf("        the type's rows).\n");
+  std::printf(
+      "  GEMM: 64 tokens (a prefill chunk): GFLOP/s, %% of the f32 FMA peak (every type's GEMM runs on\n");
+  std::printf("        f32 FMA; block formats are dequantised into the packed panels).\n");
+  std::printf("%-8s %-11s | %6s %6s %5s | %6s %6s %5s | %6s %5s | %6s %5s\n", "type", "shape", "BW", "GEMV",
+              "med", "BW", "GEMV", "best", "GEMM", "med", "GEMM", "best");
+  std::printf("%-8s %-11s | %6s %6s %5s | %6s %6s %5s | %6s %5s | %6s %5s\n", "", "", "med", "med", "",
+              "best", "best", "", "med", "", "best", "");
   for (DType t : types) {
-    const bool is_block = GetDTypeInfo(t).quantized;
+    const Stats local_bw = reader.Measure(1);
     for (const Shape& s : kShapes) {
-      const MatMulResult r = BenchMatMul(*ops, t, s, quick ? 8 : 25, quick ? 2 : 5, true);
-      const double peak = is_block ? vnni.median : fma.median;
+      const MatMulResult r = BenchMatMul(*ops, t, s, quick ? 8 : 25, quick ? 3 : 7, true);
       char shape[32];
       std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(s.n),
                     static_cast<long long>(s.k));
-      std::printf("%-8s %-14s %10.1f %7.0f%% %18s %10.1f %7.0f%%\n", DTypeName(t), shape, r.gemv_gbs.median,
-                  100.0 * r.gemv_gbs.median / bw.median, Spread(r.gemv_gbs).c_str(), r.gemm_gflops.median,
-                  peak > 0 ? 100.0 * r.gemm_gflops.median / peak : 0.0);
+      auto pct = [](double a, double b) { return b > 0 ? 100.0 * a / b : 0.0; };
+      std::printf("%-8s %-11s | %6.1f %6.1f %4.0f%% | %6.1f %6.1f %4.0f%% | %6.1f %4.0f%% | %6.1f %4.0f%%\n",
+                  DTypeName(t), shape, local_bw.median, r.gemv_gbs.median,
+                  pct(r.gemv_gbs.median, local_bw.median), local_bw.max, r.gemv_gbs.max,
+                  pct(r.gemv_gbs.max, local_bw.max), r.gemm_gflops.median,
+                  pct(r.gemm_gflops.median, fma.median), r.gemm_gflops.max, pct(r.gemm_gflops.max, fma.max));
       std::fflush(stdout);
     }
   }
 
-  std::printf("\nDecode attention (32 q heads, 8 kv heads, head_dim 128, one token), GB/s of K+V read\n");
-  std::printf("%-8s %8s %10s %8s %18s\n", "kv", "context", "GB/s", "of BW", "spread");
+  std::printf(
+      "\nGEMV compute rate: the kernel alone on L2-resident weights (32 x 4096), one thread, fastest of\n");
+  std::printf(
+      "400 calls, as a multiple of one thread's share of the read bandwidth (%.1f GB/s / %d threads):\n",
+      bw.median, pool.size());
+  std::printf("above 1x the kernel can keep up with memory, so decode is memory bound.\n");
+  std::printf("%-8s %12s %9s\n", "type", "GB/s/thread", "of share");
+  const cpu::KernelTable& kt = cpu::GetKernels(isa);
+  for (DType t : types) {
+    const double gbs = GemvComputeGbs(kt, t);
+    std::printf("%-8s %12.1f %8.1fx\n", DTypeName(t), gbs, gbs / (bw.median / pool.size()));
+  }
+
+  std::printf(
+      "\nDecode attention (32 q heads, 8 kv heads, head_dim 128, one token, 32 layers' caches cycled);\n");
+  std::printf("GB/s of K and V read, %% of the read bandwidth measured just before (BW)\n");
+  std::printf("%-8s %8s | %6s %6s %5s | %6s %6s %5s\n", "kv", "context", "BW", "GB/s", "med", "BW", "GB/s",
+              "best");
   for (DType kv : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    const Stats local_bw = reader.Measure(1);
     for (int context : {512, 4096}) {
       const Stats a = BenchAttention(*ops, kv, context, quick ? 32 : 96);
-      std::printf("%-8s %8d %10.1f %7.0f%% %18s\n", DTypeName(kv), context, a.median,
-                  100.0 * a.median / bw.median, Spread(a).c_str());
+      std::printf("%-8s %8d | %6.1f %6.1f %4.0f%% | %6.1f %6.1f %4.0f%%\n", DTypeName(kv), context,
+                  local_bw.median, a.median, 100.0 * a.median / local_bw.median, local_bw.max, a.max,
+                  100.0 * a.max / local_bw.max);
       std::fflush(stdout);
     }
   }
+  std::printf("\nload average at end: %s\n", LoadAverage().c_str());
   return 0;
 }
 

@@ -1,87 +1,91 @@
 #!/usr/bin/env bash
 # One device call on the GPU host (H200, CUDA 13, torch/transformers; nothing installable): builds hymt
-# with CUDA, runs the GPU tests and kernel benchmarks, checks 7B parity against transformers, and runs
-# hymt and transformers side by side at the 7B shape. Every stage is independent (a failing stage does not
-# stop the others) and time-boxed; results go to $OUT (at most 8 files come back: see the end).
-#   tools/device/gpu_run.sh [STAGES]     STAGES: comma-separated subset of
-#                                         build,fixtures,gputests,kernels,random,parity,hfbench,hymtbench,budgets
+# with CUDA and runs the GPU tests (tests/gpu/run.sh), regenerates the parity fixtures, checks 7B parity
+# against transformers, and runs hymt and transformers side by side at the 7B shape. Stages are
+# independent and time-boxed; the whole call stays under BUDGET seconds. Results go to $OUT.
+#   tools/device/gpu_run.sh [STAGES]   STAGES: comma-separated subset of
+#       fixtures,gpu,random,parity,cpuparity,hfbench,hymtbench,demo,budgets   (default: all but budgets)
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/hymt-out}
 W=/tmp/hymt-gpu
 mkdir -p "$OUT" "$W"
-STAGES=${1:-build,fixtures,gputests,kernels,random,parity,hfbench,hymtbench}
+STAGES=${1:-fixtures,gpu,random,parity,cpuparity,hfbench,hymtbench,demo}
+BUDGET=${BUDGET:-560}
 has() { [[ ",$STAGES," == *",$1,"* ]]; }
 T0=$(date +%s)
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$W/summary.txt"; }
-stage() {  # stage NAME SECONDS CMD...
+stage() {  # stage NAME SECONDS CMD...: runs CMD for at most SECONDS (less if the call's budget is short)
   local name=$1 secs=$2; shift 2
+  local l=$(left); (( secs > l - 15 )) && secs=$(( l - 15 ))
+  if (( secs < 10 )); then log "stage $name: skipped (out of time)"; return 1; fi
   local t=$(date +%s)
   timeout "$secs" "$@" >"$W/$name.log" 2>&1
   local rc=$?
   log "stage $name: exit $rc in $(( $(date +%s) - t ))s"
-  tail -n 25 "$W/$name.log" | sed "s/^/  [$name] /" >>"$W/summary.txt"
+  tail -n 12 "$W/$name.log" | sed "s/^/  [$name] /" >>"$W/summary.txt"
   return $rc
 }
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,driver_version --format=csv,noheader | tee -a "$W/summary.txt"
-B=build-gpu
-NPROC=$(nproc)
+B=$PWD/build-gpu
+HYMT=$B/hymt
+R7B=$W/r7b
 
-# Fixtures regenerate on the CPU while the GPU work runs (tools/make_fixtures.py picks confident seeds).
+# CPU-side work in the background while the build and GPU tests run.
 if has fixtures; then
   ( timeout 420 python3 tools/make_fixtures.py --data .devdata --out "$W/fixtures" >"$W/fixtures.log" 2>&1;
     echo "exit $?" >>"$W/fixtures.log" ) &
   FIX_PID=$!
 fi
-# A random 7B checkpoint, written by torch on the GPU while hymt builds.
 if has random; then
-  ( timeout 300 python3 tools/hf_peer.py make --model "$W/r7b" >"$W/random.log" 2>&1; echo "exit $?" >>"$W/random.log" ) &
+  ( timeout 240 python3 tools/hf_peer.py make --model "$R7B" >"$W/random.log" 2>&1; echo "exit $?" >>"$W/random.log" ) &
   RAND_PID=$!
 fi
 
-if has build; then
-  stage build 420 bash -c "cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DHYMT_SERVER=OFF -DHYMT_CUDA=ON \
-    -DHYMT_CUDA_ARCHS=90 && cmake --build $B -j$NPROC"
-fi
-HYMT=$PWD/$B/hymt
-if has gputests; then
-  stage gputests 240 $B/tests/hymt_gpu_tests --gtest_brief=1 --gtest_output=xml:"$W/gpu_tests.xml"
-  stage paritytests 240 $B/tests/hymt_parity_tests --gtest_brief=1
-fi
-if has kernels; then stage kernels 180 $B/bench/cuda_kernels; fi
+# Build for sm_90, GPU tests (ops against the reference, graphs, fixtures against HF), kernel lab (--quick).
+if has gpu; then stage gpu 330 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --quick; fi
 
-if has random; then wait $RAND_PID; log "random checkpoint: $(tail -1 $W/random.log)"; fi
-R7B=$W/r7b
-if has parity && [[ -f $R7B/config.json ]]; then
-  python3 -c "import random; random.seed(7); print(' '.join(str(random.randrange(0, 127957)) for _ in range(64)))" >"$W/ids.txt"
-  stage fwd_cuda 120 "$HYMT" forward --model "$R7B" --device cuda --ids "$(cat $W/ids.txt)" -o "$W/hymt_cuda.f32"
-  stage fwd_cpu 300 "$HYMT" forward --model "$R7B" --device cpu --ids "$(cat $W/ids.txt)" -o "$W/hymt_cpu.f32"
-  stage parity 240 python3 tools/hf_peer.py parity --model "$R7B" --ids-file "$W/ids.txt" \
-    --hymt cuda="$W/hymt_cuda.f32" --hymt cpu="$W/hymt_cpu.f32" --json "$W/parity.json"
+if has random; then wait $RAND_PID; log "random 7B: $(tail -2 $W/random.log | tr '\n' ' ')"; fi
+if [[ -f $R7B/config.json && -x $HYMT ]]; then
+  if has hymtbench; then
+    ( "$HYMT" quantize --model "$R7B" --type q4_k_m -o "$W/r7b-q4_k_m.gguf" &&
+      "$HYMT" quantize --model "$R7B" --type q8_0 -o "$W/r7b-q8_0.gguf" ) >"$W/quantize.log" 2>&1 &
+    QPID=$!
+  fi
+  python3 -c "import random; random.seed(7); print(' '.join(str(random.randrange(0, 127957)) for _ in range(48)))" >"$W/ids.txt"
+  if has parity; then
+    stage fwd_cuda 90 "$HYMT" forward --model "$R7B" --device cuda --ids "$(cat $W/ids.txt)" -o "$W/hymt_cuda.f32"
+    if has cpuparity; then
+      stage fwd_cpu 150 "$HYMT" forward --model "$R7B" --device cpu --cpu-mem 100G --ids "$(cat $W/ids.txt)" -o "$W/hymt_cpu.f32"
+    fi
+    hy=(--hymt cuda="$W/hymt_cuda.f32"); [[ -f $W/hymt_cpu.f32 ]] && hy+=(--hymt cpu="$W/hymt_cpu.f32")
+    stage parity 150 python3 tools/hf_peer.py parity --model "$R7B" --ids-file "$W/ids.txt" --tail 32 "${hy[@]}" \
+      --json "$W/parity.json"
+  fi
+  if has hfbench; then stage hfbench 150 python3 tools/hf_peer.py bench --model "$R7B" --json "$W/hf_bench.json"; fi
+  if has hymtbench; then
+    stage bench_bf16 90 "$HYMT" bench --model "$R7B" --device cuda --batches 1,256 --prompt 48 --gen 64 \
+      --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_bf16.json"
+    wait $QPID; log "quantize: $(tail -c 300 $W/quantize.log | tr '\r\n' '  ')"
+    for t in q4_k_m q8_0; do
+      [[ -f $W/r7b-$t.gguf ]] && stage bench_$t 75 "$HYMT" bench --model "$W/r7b-$t.gguf" --device cuda --batches 1,256 \
+        --prompt 48 --gen 64 --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_$t.json"
+    done
+  fi
 fi
-if has hymtbench && [[ -f $R7B/config.json ]]; then
-  ( "$HYMT" quantize --model "$R7B" --type q8_0 -o "$W/r7b-q8_0.gguf" && \
-    "$HYMT" quantize --model "$R7B" --type q4_k_m -o "$W/r7b-q4_k_m.gguf" ) >"$W/quantize.log" 2>&1 &
-  QPID=$!
+if has demo && [[ -x $HYMT ]]; then
+  stage demo 60 bash -c "for m in models/demo; do for d in 'en zh' 'en de'; do set -- \$d;
+    $HYMT translate --model \$m --device cuda --from \$1 --to \$2 'The house is big.' --quiet; done; done;
+    $HYMT eval --device cuda --from en --to zh --tsv .devdata/tatoeba/en-zh.test.tsv --quiet"
 fi
-if has hfbench && [[ -f $R7B/config.json ]]; then
-  stage hfbench 240 python3 tools/hf_peer.py bench --model "$R7B" --json "$W/hf_bench.json"
-fi
-if has hymtbench && [[ -f $R7B/config.json ]]; then
-  stage bench_bf16 150 "$HYMT" bench --model "$R7B" --device cuda --batches 1,256 --prompt 48 --gen 64 \
-    --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_bf16.json"
-  wait $QPID; log "quantize: $(tail -2 $W/quantize.log | tr '\n' ' ')"
-  for t in q8_0 q4_k_m; do
-    stage bench_$t 120 "$HYMT" bench --model "$W/r7b-$t.gguf" --device cuda --batches 1,256 --prompt 48 --gen 64 \
-      --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_$t.json"
-  done
-fi
-if has budgets && [[ -x tools/device/budgets.sh ]]; then stage budgets 360 bash tools/device/budgets.sh "$W/budgets"; fi
+if has budgets && [[ -x tools/device/budgets.sh ]]; then stage budgets 300 bash tools/device/budgets.sh "$W/budgets"; fi
 
 if has fixtures; then wait $FIX_PID; log "fixtures: $(tail -1 $W/fixtures.log)"; fi
 log "done"
-# Bring back at most 8 files: the summary, logs and JSON in one archive, the fixtures in another.
-tar czf "$OUT/results.tar.gz" -C "$W" $(cd "$W" && ls *.log *.json *.txt *.xml 2>/dev/null) $( [[ -d $W/budgets ]] && echo budgets )
+# At most 8 files come back: the summary, everything small in one archive, the fixtures in another.
+(cd "$W" && tar czf "$OUT/results.tar.gz" --exclude='*.f32' --exclude='*.gguf' --exclude=r7b --exclude=fixtures \
+  --exclude='build*' .)
 [[ -d $W/fixtures ]] && tar czf "$OUT/fixtures.tar.gz" -C "$W" fixtures
 cp "$W/summary.txt" "$OUT/summary.txt"
-cat "$W/summary.txt" | tail -n 120
+tail -n 150 "$W/summary.txt"

@@ -156,4 +156,11 @@ void LaunchAttentionFast(const AttentionArgs& args, cudaStream_t stream);
 // The simple kernel: one warp per (row, head), every row of the batch (rows = q.rows).
 void LaunchAttentionSimple(const AttentionArgs& args, cudaStream_t stream);
 
+// Row-wise argmax over logits[rows, n_valid] (bf16, or f32 when `f32`), lowest index on ties, into out[rows].
+void LaunchArgmaxRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid, int32_t* out,
+                      cudaStream_t stream);
+
+// Device read bandwidth in GB/s: a read-only pass over `bytes` (median of `repeats` after warm-ups).
+double MeasureReadBandwidth(int device, size_t bytes, int repeats);
+
 }  // namespace hymt::cuda

@@ -691,6 +691,30 @@ class CudaOpsImpl final : public CudaOps {
                            Mat(out), stream_);
   }
 
+  // Greedy rows are chosen on the device (one id per row comes back); anything else uses the host path.
+  void SampleTokens(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid,
+                    std::span<int32_t> out) override {
+    bool greedy = mode_ == Mode::kEager && (logits.dtype == DType::kBF16 || logits.dtype == DType::kF32);
+    for (const SampleSpec& s : specs) greedy &= s.temperature <= 0 && (s.repetition_penalty == 1.0f || s.history.empty());
+    if (!greedy) {
+      Ops::SampleTokens(logits, specs, n_valid, out);
+      return;
+    }
+    const OpScope scope(*this);
+    HYMT_CUDA_EXPECT(static_cast<int64_t>(specs.size()) == logits.rows && out.size() == specs.size());
+    HYMT_CUDA_EXPECT(n_valid > 0 && n_valid <= logits.cols);
+    const size_t bytes = out.size() * sizeof(int32_t);
+    if (ids_dev_.size() < bytes) {
+      ids_dev_ = DeviceMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids", device_);
+      ids_host_ = PinnedMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids");
+    }
+    cuda::LaunchArgmaxRows(logits.data, logits.dtype == DType::kF32, logits.rows, logits.stride, n_valid,
+                           static_cast<int32_t*>(ids_dev_.get()), stream_);
+    HYMT_CUDA_CHECK(cudaMemcpyAsync(ids_host_.get(), ids_dev_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+    HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(out.data(), ids_host_.get(), bytes);
+  }
+
   // ---- graphs ----
   void BeginCapture() override {
     ExpectEager("BeginCapture");
@@ -982,6 +1006,9 @@ class CudaOpsImpl final : public CudaOps {
   DeviceMemory cublas_ws_, dequant_, attn_, act_;
   StagingArea batch_area_, ops_area_;
   PinnedMemory upload_chunks_[2];
+  static constexpr size_t kIdsCapacity = 64 << 10;  // ids of up to 16k rows per SampleTokens call
+  DeviceMemory ids_dev_;
+  PinnedMemory ids_host_;
   Event upload_done_[2];
   std::vector<DeviceMemory> weights_;
   bool simple_ = false;
@@ -1046,6 +1073,8 @@ size_t CudaOpsScratchBytes(const CudaOpsOptions& o) {
 size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {
   return LayoutFor(dtype, rows, cols).total;
 }
+
+double CudaReadBandwidth(int device) { return cuda::MeasureReadBandwidth(device, size_t{2} << 30, 10); }
 
 std::unique_ptr<Ops> CreateCudaOps(int device_index) {
   return CreateCudaOps(device_index, CudaOpsOptions{});

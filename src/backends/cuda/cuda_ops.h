@@ -52,6 +52,9 @@ std::string CudaDeviceName(int device);
 // the device cannot be queried. Creates the device's context if the process has none yet.
 bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes);
 
+// Device read bandwidth in GB/s measured now (a read-only kernel over 2 GiB): the ceiling decode divides by.
+double CudaReadBandwidth(int device);
+
 // Fixed scratch an instance allocates at creation. Every size is a named limit: exceeding one is a clear
 // error, never a silent allocation.
 struct CudaOpsOptions {

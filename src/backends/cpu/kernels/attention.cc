@@ -119,6 +119,15 @@ void AttendTyped(const AttentionTask& t, float* scratch) {
     const size_t page_offset =
         static_cast<size_t>(t.pages[pi]) * t.page_bytes + static_cast<size_t>(t.kv_head) * t.head_bytes;
     const int np = Min(ps, t.n_positions - pi * ps);
+    // The next page's K and V into L2 while this one is computed (pages are scattered, so the hardware
+    // prefetcher cannot guess them).
+    if (pi + 1 < n_pages) {
+      const size_t next = static_cast<size_t>(t.pages[pi + 1]) * t.page_bytes + static_cast<size_t>(t.kv_head) * t.head_bytes;
+      for (size_t off = 0; off < t.head_bytes; off += 64) {
+        __builtin_prefetch(t.k_pool + next + off, 0, 2);
+        __builtin_prefetch(t.v_pool + next + off, 0, 2);
+      }
+    }
     // f32, f16 and bf16 rows are widened as they are loaded (cheap); q8_0 rows are decoded to f32 once
     // per page, so that the block-scale work is not repeated for every query head of the group.
     PageRows<S> kr{t.k_pool + page_offset, t.position_bytes}, vr{t.v_pool + page_offset, t.position_bytes};

@@ -1,22 +1,25 @@
-// MatMul kernels for the ggml block formats with int8 activations. The launcher is matmul.cc.
+// GEMV kernels for the ggml block formats with int8 activations, and the block formats' dequantisation
+// for the GEMM's packed panels (matmul_float.cc). The launcher is matmul.cc.
 //
 // x is quantised once per call, per token row, bit for bit as quant/'s QuantizeRow: BlockQ8_0 (32 inputs,
 // f16 scale, plus f32 side arrays, see Q8ActRow) for the simple formats, BlockQ8_K (256 inputs) for the
-// K formats. A weight block is expanded to 32 unsigned bytes per
-// 32 inputs in registers (nibbles, plus the fifth/sixth bits) and multiplied with the int8 activations:
+// K formats. A weight block is expanded to 32 unsigned bytes per 32 inputs in registers (nibbles, plus
+// the fifth / sixth bits) and multiplied with the int8 activations:
 //   simple formats: vpdpbusd (AVX-512 VNNI) / maddubs + madd (AVX2) to eight int32 lanes per block,
 //     converted and scaled by d_w * d_x in f32. q4_0/q5_0 weights are stored with an offset (q - 8,
 //     q - 16) and q4_1/q5_1 with a min; both become one term c_w * (d_x * sum(qx)) per block, the
 //     activation's sum coming precomputed in Q8ActRow::s. q8_0 weights are signed: |w| times
 //     sign(w) * x, as the unsigned x signed instruction wants.
-//   K formats: maddubs to int16 pairs, then vpdpwssd (VNNI) / madd with the 6- or 8-bit sub-block scale,
-//     all in int32 per super-block (no overflow: see the bounds at each format), one f32 multiply per
-//     super-block; mins (q4_K, q5_K) and q6_K's offset 32 use the activation's bsums.
-// The generic build computes the same integer sums with scalar loops (and so is the oracle of the
-// vector ones, besides quant/'s DotRef).
+//   K formats: maddubs to int16 pairs, then vpdpwssd (AVX-512 VNNI, two 32-input sub-blocks per 512-bit
+//     instruction) / madd (AVX2) with the 6- or 8-bit sub-block scale, all in int32 per super-block (no
+//     overflow: see the bounds at each format), one f32 multiply per super-block; mins (q4_K, q5_K) and
+//     q6_K's offset 32 use the activation's bsums.
+// The generic build computes the same integer sums with scalar loops; the tests compare all of them
+// with quant/'s integer Dot.
 //
-// GEMV and GEMM share one loop: each weight block is expanded once and dotted with up to kTokenGroup
-// tokens; with more tokens the row is walked again per group (it stays in L1, x stays in L2).
+// One loop serves any number of tokens: each weight block is expanded once and dotted with up to
+// kTokenGroup tokens; with more tokens the row is walked again per group (it stays in L1, x in L2). The
+// launcher uses it up to kGemvMaxTokens tokens; above that the GEMM is faster.
 #include <cstring>
 #include <type_traits>
 
@@ -147,15 +150,16 @@ inline I32x8 DotU8S8(I8x32 u, I8x32 s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 #endif
 }
-// acc + sum over pairs of (u[2i] s[2i] + u[2i+1] s[2i+1]) * scale16[i]: the K formats' scaled sub-block dot.
+#if defined(HYMT_ISA_IS_avx2)
+// acc + sum over pairs of (u[2i] s[2i] + u[2i+1] s[2i+1]) * scale16[i]: the K formats' scaled sub-block dot
+// (AVX-512 has its own 64-input version of the K-format dots).
 inline I32x8 DotU8S8ScaledAcc(I32x8 acc, I8x32 u, I8x32 s, __m256i scale16) {
-  const __m256i pairs = _mm256_maddubs_epi16(u, s);
-#if defined(HYMT_ISA_IS_avx512)
-  return _mm256_dpwssd_epi32(acc, pairs, scale16);
-#else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scale16));
-#endif
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale16));
 }
+inline I32x8 ZeroI8() {
+  return _mm256_setzero_si256();
+}
+#endif
 inline F32x8 ToF32(I32x8 v) {
   return _mm256_cvtepi32_ps(v);
 }
@@ -167,9 +171,6 @@ inline F32x8 SplatF8(float v) {
 }
 inline F32x8 ZeroF8() {
   return _mm256_setzero_ps();
-}
-inline I32x8 ZeroI8() {
-  return _mm256_setzero_si256();
 }
 inline float ReduceF8(F32x8 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -365,6 +366,20 @@ inline ScalesMins UnpackScalesMins(const uint8_t* s) {
 static_assert(sizeof(ScalesMins) == 16);
 
 #if !defined(HYMT_ISA_IS_generic)
+// UnpackScalesMins in a register: bytes 0..7 the scales, 8..15 the mins. (Done in scalar code, the four
+// 32-bit stores re-read by a vector load stall store forwarding: a third of q4_K's GEMV time.) Reads 16
+// bytes from `s`, 12 of which are the scales; the 4 after them are the block's quants.
+inline __m128i UnpackScalesMinsV(const uint8_t* s) {
+  const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));  // w0 w1 w2 (w3 unused)
+  const __m128i p = _mm_srlv_epi32(_mm_shuffle_epi32(w, 0x98), _mm_setr_epi32(0, 0, 0, 4));  // w0 w2 w1 w2>>4
+  const __m128i lo = _mm_and_si128(p, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  const __m128i q = _mm_srli_epi32(_mm_shuffle_epi32(w, 0x50), 2);  // (w0 w0 w1 w1) >> 2: top 2 bits at 4-5
+  const __m128i hi = _mm_and_si128(q, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  return _mm_or_si128(lo, hi);
+}
+#endif
+
+#if defined(HYMT_ISA_IS_avx2)
 // Shuffle masks that broadcast int16 lane j of each 128-bit half to the whole half: bytes 2j, 2j + 1
 // repeated. Plain constant data (a table of __m256i would be built by a static initializer running
 // AVX2 instructions at program start, on every CPU).
@@ -433,6 +448,7 @@ inline void ExpandQ5K(const BlockQ5_K& b, KBlock* e) {
 #endif
 }
 
+#if !defined(HYMT_ISA_IS_avx512)  // AVX-512: Q45KRowDot512 and Q6KRowDot512 below
 // q4_K / q5_K against q8_K: d * d_x * sum_j sc_j * isum_j - dmin * d_x * sum_j m_j * bsum_j.
 // |isum_j| <= 32 * 31 * 127 and sc_j <= 63, so the int32 sum over 8 sub-blocks stays below 2^24.
 template <DType T, int kTokens>
@@ -449,14 +465,15 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
     } else {
       ExpandQ5K(w, &e);
     }
-    const ScalesMins sm = UnpackScalesMins(w.scales);
     const float d = F16ToF32(w.d), dmin = F16ToF32(w.dmin);
-#if !defined(HYMT_ISA_IS_generic)
+#if defined(HYMT_ISA_IS_generic)
+    const ScalesMins sm = UnpackScalesMins(w.scales);
+#else
+    const __m128i sm = UnpackScalesMinsV(w.scales);
     // The 8 scales as int16, in both 128-bit halves; sub-block j's scale is broadcast from it by a shuffle.
-    const __m256i sc16 = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.sc))));
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
     // The mins once per pair of bsums (16 inputs each): [m0 m0 m1 m1 ... m7 m7] as int16.
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.m)));
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     const __m256i mins16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m8, m8)),
                                                    _mm_unpackhi_epi16(m8, m8), 1);
 #endif
@@ -483,6 +500,8 @@ void Q45KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_bloc
   }
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
 }
+
+#endif
 
 // q6_K's quants (0..63, offset 32) as 8 chunks of 32 bytes; chunk 4h + c covers elements 128h + 32c..+31.
 inline void ExpandQ6K(const BlockQ6_K& w, I8x32* u) {
@@ -512,6 +531,7 @@ inline void ExpandQ6K(const BlockQ6_K& w, I8x32* u) {
   }
 }
 
+#if !defined(HYMT_ISA_IS_avx512)
 // q6_K against q8_K: d * d_x * sum_j sc_j * (sum_{i in j} q_i qx_i - 32 * bsum_j), sub-blocks of 16.
 // |sum q qx| <= 16 * 63 * 127 per sub-block, |sc| <= 128: the int32 sums stay below 2^29.
 template <int kTokens>
@@ -552,6 +572,136 @@ void Q6KRowDot(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_block
   }
   for (int t = 0; t < kTokens; ++t) sums[t] = ReduceF8(acc[t]);
 }
+#endif
+
+#if defined(HYMT_ISA_IS_avx512)
+// ---- the K formats on AVX-512: two 32-input sub-blocks per instruction -----------------------------------
+// A 64-byte x vector covers inputs 64c .. 64c+63 of a super-block: sub-blocks 2c and 2c+1 of q4_K / q5_K
+// (one scale per 256-bit half), sub-blocks 4c .. 4c+3 of q6_K (one scale per 128-bit lane). The weights
+// are expanded into the same order with per-half variable shifts, and each scale is placed in its lanes
+// by one shuffle, so a 64-input step is one maddubs and one vpdpwssd.
+
+// Shuffle masks (within 128-bit lanes) that broadcast int16 word w_lo to lanes 0-1 and w_hi to lanes 2-3.
+struct HalfScaleMasks {
+  alignas(64) uint8_t bytes[4][64];
+  constexpr HalfScaleMasks() : bytes{} {
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 64; ++i)
+        bytes[c][i] = static_cast<uint8_t>(2 * (2 * c + (i >= 32 ? 1 : 0)) + (i & 1));
+  }
+};
+constexpr HalfScaleMasks kHalfScaleMasks;
+
+// vpermw indices that put int16 word 4c + L in 128-bit lane L (q6_K's 16 scales, 4 per 64 inputs).
+struct LaneScaleIndex {
+  alignas(64) uint16_t words[4][32];
+  constexpr LaneScaleIndex() : words{} {
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 32; ++i) words[c][i] = static_cast<uint16_t>(4 * c + i / 8);
+  }
+};
+constexpr LaneScaleIndex kLaneScaleIndex;
+
+inline __m512i Load512(const void* p) {
+  return _mm512_loadu_si512(p);
+}
+inline __m512i Broadcast256(const void* p) {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+// Per-half word shift counts (a, b): [a x16 | b x16].
+inline __m512i HalfShifts(int a, int b) {
+  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(a)),
+                            _mm256_set1_epi16(static_cast<short>(b)), 1);
+}
+// (a & b) | c in one instruction.
+inline __m512i AndOr(__m512i a, __m512i b, __m512i c) {
+  return _mm512_ternarylogic_epi32(a, b, c, 0xea);
+}
+
+template <DType T, int kTokens>
+void Q45KRowDot512(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_blocks, float* sums) {
+  using Block = std::conditional_t<T == DType::kQ4_K, BlockQ4_K, BlockQ5_K>;
+  const auto* wb = reinterpret_cast<const Block*>(w_row);
+  const __m512i nibble = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1), lo_hi = HalfShifts(0, 4);
+  __m512 acc[kTokens];
+  __m256 acc_min[kTokens];
+  for (int t = 0; t < kTokens; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    acc_min[t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const Block& w = wb[b];
+    const __m128i sm = UnpackScalesMinsV(w.scales);
+    const float d = F16ToF32(w.d), dmin = F16ToF32(w.dmin);
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+    const __m256i mins16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m8, m8)),
+                                                   _mm_unpackhi_epi16(m8, m8), 1);
+    __m512i u[4], scale[4];
+    for (int c = 0; c < 4; ++c) {
+      u[c] = _mm512_and_si512(_mm512_srlv_epi16(Broadcast256(w.qs + 32 * c), lo_hi), nibble);
+      if constexpr (T == DType::kQ5_K) {  // fifth bits: bit 2c (lower half) / 2c + 1 (upper half) of qh[l]
+        const __m512i h =
+            _mm512_and_si512(_mm512_srlv_epi16(Broadcast256(w.qh), HalfShifts(2 * c, 2 * c + 1)), one);
+        u[c] = _mm512_or_si512(u[c], _mm512_slli_epi16(h, 4));
+      }
+      scale[c] = _mm512_shuffle_epi8(sc16, Load512(kHalfScaleMasks.bytes[c]));
+    }
+    for (int t = 0; t < kTokens; ++t) {
+      const BlockQ8_K& x = xq[t][b];
+      __m512i isum = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c)
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[c], Load512(x.qs + 64 * c)), scale[c]);
+      const __m256i min_sum = _mm256_madd_epi16(LoadBytes(x.bsums), mins16);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * x.d), acc[t]);
+      acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_set1_ps(-dmin * x.d), acc_min[t]);
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_reduce_add_ps(acc[t]) + ReduceF8(acc_min[t]);
+}
+
+template <int kTokens>
+void Q6KRowDot512(const uint8_t* w_row, const BlockQ8_K* const* xq, int64_t n_blocks, float* sums) {
+  const auto* wb = reinterpret_cast<const BlockQ6_K*>(w_row);
+  const __m512i nibble = _mm512_set1_epi8(0x0f), two_bits = _mm512_set1_epi8(0x03);
+  const __m512i shifts_a = HalfShifts(0, 2), shifts_b = HalfShifts(4, 6);
+  __m512 acc[kTokens];
+  __m256 acc_off[kTokens];
+  for (int t = 0; t < kTokens; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    acc_off[t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ6_K& w = wb[b];
+    const float d = F16ToF32(w.d);
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales)));
+    const __m512i s16z = _mm512_castsi256_si512(s16);
+    // u[2h + p] covers inputs 128h + 64p .. +63: p = 0 takes the low nibbles of ql[64h .. 64h+63] and
+    // bits 0-1 / 2-3 of qh; p = 1 the high nibbles and bits 4-5 / 6-7 (ggml's q6_K layout).
+    __m512i u[4], scale[4];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i l = Load512(w.ql + 64 * h), hb = Broadcast256(w.qh + 32 * h);
+      const __m512i ha = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, shifts_a), two_bits), 4);
+      const __m512i hh = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, shifts_b), two_bits), 4);
+      u[2 * h] = AndOr(l, nibble, ha);
+      u[2 * h + 1] = AndOr(_mm512_srli_epi16(l, 4), nibble, hh);
+    }
+    for (int c = 0; c < 4; ++c) scale[c] = _mm512_permutexvar_epi16(Load512(kLaneScaleIndex.words[c]), s16z);
+    for (int t = 0; t < kTokens; ++t) {
+      const BlockQ8_K& x = xq[t][b];
+      __m512i isum = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c)
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[c], Load512(x.qs + 64 * c)), scale[c]);
+      // The offset 32 of every code: -32 * sum_j sc_j * bsum_j.
+      const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(LoadBytes(x.bsums), s16), 5);
+      const __m512 dx = _mm512_set1_ps(d * x.d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dx, acc[t]);
+      acc_off[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(off), _mm512_castps512_ps256(dx), acc_off[t]);
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_reduce_add_ps(acc[t]) + ReduceF8(acc_off[t]);
+}
+#endif
 
 // ---- dequantisation to f32 (the GEMM packs weight panels with it) ------------------------------------
 
@@ -647,6 +797,16 @@ void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, flo
   if (IsKFormat(w)) {
     const BlockQ8_K* kx[kTokens];
     for (int t = 0; t < kTokens; ++t) kx[t] = static_cast<const BlockQ8_K*>(xq[t]);
+#if defined(HYMT_ISA_IS_avx512)
+    switch (w) {
+      case DType::kQ4_K:
+        return Q45KRowDot512<DType::kQ4_K, kTokens>(w_row, kx, k / kQKK, sums);
+      case DType::kQ5_K:
+        return Q45KRowDot512<DType::kQ5_K, kTokens>(w_row, kx, k / kQKK, sums);
+      default:
+        return Q6KRowDot512<kTokens>(w_row, kx, k / kQKK, sums);
+    }
+#else
     switch (w) {
       case DType::kQ4_K:
         return Q45KRowDot<DType::kQ4_K, kTokens>(w_row, kx, k / kQKK, sums);
@@ -655,6 +815,7 @@ void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, flo
       default:
         return Q6KRowDot<kTokens>(w_row, kx, k / kQKK, sums);
     }
+#endif
   }
   Q8ActRow rows[kTokens];
   for (int t = 0; t < kTokens; ++t) rows[t] = ViewQ8ActRow(xq[t], k);
@@ -713,6 +874,11 @@ void DequantizeRange(DType t, const uint8_t* row, int64_t k0, int64_t n, float* 
   }
 }
 
+// Weight rows prefetched ahead of the one being computed (into L2). Measured on the 4096 x 4096 GEMV,
+// one thread, weights in memory: q4_0 4.4 -> 7.4 GB/s, q4_k 6.7 -> 8.8 GB/s with 2 rows (1 row: 7.2 and
+// 8.0; 4 rows: 6.7 and 8.1).
+constexpr int64_t kPrefetchRows = 2;
+
 void GemvQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
   // Rows in blocks of kRowBlock (a few tens of KiB: they stay in L1/L2 while every token group walks
   // them), so that the weights come from memory once however many tokens there are.
@@ -726,6 +892,12 @@ void GemvQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t
       float sums[kTokenGroup];
       for (int64_t n = nb; n < ne; ++n) {
         const uint8_t* w_row = a.w + static_cast<size_t>(n) * a.w_row_bytes;
+        // A later row into L2 while this one is computed: the block kernels consume memory more slowly
+        // than the float ones, and the hardware prefetcher alone does not run far enough ahead of them
+        // to hide the memory latency.
+        if (n + kPrefetchRows < n_end)
+          for (size_t off = 0; off < a.w_row_bytes; off += 64)
+            __builtin_prefetch(w_row + kPrefetchRows * a.w_row_bytes + off, 0, 2);
         switch (nt) {
           case 1:
             RowDot<1>(a.w_dtype, w_row, rows, a.k, sums);
