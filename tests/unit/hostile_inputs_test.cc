@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <limits>
 
 #include "core/mapped_file.h"
 #include "core/status.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
+#include "ops/sampling.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "translate/languages.h"
@@ -98,6 +100,25 @@ TEST(HostileInputs, DeepNestingInATokenizerJsonIsAnError) {
     return s + "1" + std::string(200000, '}');
   }();
   EXPECT_THROW(Tokenizer::FromTokenizerJsonText(deep_objects, "deep/tokenizer.json"), Error);
+}
+
+// NaN scores cannot be ordered (std::sort's requirements break) and inf makes every probability NaN:
+// token selection reports such a row instead of picking from it, greedy or sampled.
+TEST(HostileInputs, NonFiniteLogitsAreReportedNotSampled) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  SampleSpec greedy, sampled;
+  sampled.temperature = 0.7f;
+  sampled.top_p = 0.9f;
+  sampled.uniform = 0.5;
+  for (float bad : {nan, inf, -inf}) {
+    std::vector<float> logits(1000, 0.5f);
+    logits[617] = bad;
+    EXPECT_EQ(SampleRow(logits, 1000, greedy), kNonFiniteLogits) << bad;
+    EXPECT_EQ(SampleRow(logits, 1000, sampled), kNonFiniteLogits) << bad;
+    EXPECT_GE(SampleRow(logits, 617, sampled), 0) << "logits past n_valid are not looked at";
+  }
+  std::vector<float> all_nan(4096, nan);
+  EXPECT_EQ(SampleRow(all_nan, 4096, sampled), kNonFiniteLogits);
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
