@@ -44,6 +44,11 @@ void FuzzEncode(const uint8_t* data, size_t size);
 // prompt: prompt rendering and chat encoding with arbitrary language codes, text, context and
 // glossaries.
 void FuzzPrompt(const uint8_t* data, size_t size);
+#ifdef HYMT_HAVE_SERVER
+// http_request: request bodies (JSON or form fields) into the server's typed requests, then their
+// prompts, chat template and stop strings. Built with the server (HYMT_SERVER).
+void FuzzHttpRequest(const uint8_t* data, size_t size);
+#endif
 
 // ---- helpers shared by the targets (harness.cc) ----
 // Every tensor of a parsed file lies inside [data, data + size) with the byte count its type and

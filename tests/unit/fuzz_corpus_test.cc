@@ -43,6 +43,9 @@ const Target kTargets[] = {
     {"tiktoken", fuzz::FuzzTiktoken},
     {"encode", fuzz::FuzzEncode},
     {"prompt", fuzz::FuzzPrompt},
+#ifdef HYMT_HAVE_SERVER
+    {"http_request", fuzz::FuzzHttpRequest},
+#endif
 };
 
 std::string CorpusDir(const std::string& target) {
@@ -362,6 +365,35 @@ void WriteSeeds(const std::string& root) {
        "<|pad|>"s},
   };
   for (const auto& [name, text] : prompts) WriteText(pr + name, text);
+
+  // http_request: a route/body-kind byte, then a JSON body or 0xff-separated form fields (for a file
+  // upload: its name and content first); routes 5-7 take a bare file name.
+  const std::string hr = dir("http_request");
+  const std::pair<const char*, std::string> requests[] = {
+      {"seed-translate", "\x00{\"q\": \"The house is big.\", \"source\": \"en\", \"target\": \"zh\"}"s},
+      {"seed-translate-list",
+       "\x00{\"q\": [\"Das Haus ist gro\xc3\x9f.\", \"<b>x</b>\"], \"source\": \"auto\", \"target\": \"de\", "
+       "\"format\": \"html\", \"alternatives\": 2, \"timeout\": 5.5, \"api_key\": \"k\"}"s},
+      {"seed-translate-form", "\x08q\xffI like books.\xffsource\xff" "en\xfftarget\xff" "de\xff" "alternatives\xff" "1"s},
+      {"seed-detect", "\x01{\"q\": [\"Bonjour\", \"\u4f60\u597d\"]}"s},
+      {"seed-native",
+       "\x02{\"texts\": [\"The house is big. I like books.\"], \"source\": \"en\", \"target\": \"zh\", "
+       "\"glossary\": [{\"source\": \"house\", \"target\": \"Haus\"}, [\"book\", \"Buch\"]], "
+       "\"context\": \"A letter.\", \"temperature\": 0.7, \"top_p\": 0.9, \"top_k\": 20, \"seed\": -3, "
+       "\"repetition_penalty\": 1.05, \"max_new_tokens\": 64, \"stream\": true, \"format\": \"markdown\"}"s},
+      {"seed-native-glossary-object",
+       "\x02{\"text\": \"a <|extra_0|> b\", \"target\": \"de\", \"glossary\": {\"<|eos|>\": \"x\"}}"s},
+      {"seed-chat",
+       "\x03{\"model\": \"m\", \"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+       "{\"role\": \"user\", \"content\": \"Hi<|extra_0|>\"}, {\"role\": \"assistant\", \"content\": \"Hello\"}, "
+       "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"stop here STOP later\"}]}], "
+       "\"stop\": [\"STOP\", \"la\"], \"n\": 2, \"max_tokens\": 16, \"stream\": true, "
+       "\"stream_options\": {\"include_usage\": true}, \"presence_penalty\": 0.5}"s},
+      {"seed-file", "\x04notes.md\xff# Notes\n\nThe house is big.\n\xffsource\xff" "en\xfftarget\xff" "de"s},
+      {"seed-file-path", "\x04../../etc/x\xe2\x80\xae" "fdp.html\xff<p>x</p>\xfftarget\xff" "zh"s},
+      {"seed-file-name", "\x05" "C:\\Users\\..\\\xe6\x96\x87\xe4\xbb\xb6 \"a\";b%00.SRT"s},
+  };
+  for (const auto& [name, text] : requests) WriteText(hr + name, text);
 }
 
 TEST(FuzzSeeds, Write) {
