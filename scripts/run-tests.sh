@@ -20,6 +20,7 @@ stage() {
 
 stage "unit tests" "$BUILD/tests/hymt_unit_tests" --gtest_brief=1
 stage "parity tests" "$BUILD/tests/hymt_parity_tests" --gtest_brief=1
+stage "concurrency tests" "$BUILD/tests/hymt_concurrency_tests" --gtest_brief=1
 for t in tests/e2e/*.sh tests/e2e/*.py; do
   [[ -f "$t" ]] || continue
   case "$t" in
@@ -28,6 +29,9 @@ for t in tests/e2e/*.sh tests/e2e/*.py; do
   esac
 done
 if [[ -f tests/web/run.sh ]]; then stage "browser" bash tests/web/run.sh "$BUILD"; fi
+
+# Sanitizer and fuzzing stages (scripts/sanitizer-tests.sh); HYMT_SANITIZERS=0 leaves them out.
+if [[ "${HYMT_SANITIZERS:-1}" != 0 ]]; then source scripts/sanitizer-tests.sh; fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "FAILED stages: ${failed[*]}"

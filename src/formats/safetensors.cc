@@ -102,7 +102,7 @@ std::unique_ptr<SafetensorsSource> SafetensorsSource::OpenIndex(const std::strin
 
   // Shards in order of first mention; each must be a plain file name inside the folder.
   std::vector<std::string> shards;
-  std::set<std::string> seen_names;
+  std::set<std::string> seen_names, seen_shards;  // sets: an index may list millions of entries
   for (const auto& [tensor, shard] : weight_map->AsObject()) {
     if (!shard.is_string()) {
       Fail(ErrorCode::kCorruptData, index_path, ": weight_map[\"", tensor,
@@ -116,7 +116,7 @@ std::unique_ptr<SafetensorsSource> SafetensorsSource::OpenIndex(const std::strin
       Fail(ErrorCode::kCorruptData, index_path, ": weight_map[\"", tensor, "\"] names shard \"", name,
            "\"; expected a file name inside the folder");
     }
-    if (std::find(shards.begin(), shards.end(), name) == shards.end()) shards.push_back(name);
+    if (seen_shards.insert(name).second) shards.push_back(name);
   }
 
   std::unique_ptr<SafetensorsSource> src(new SafetensorsSource());

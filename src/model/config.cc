@@ -43,10 +43,20 @@ void ModelConfig::Validate(const std::string& where) const {
   require(n_heads % n_kv_heads == 0,
           StrCat("attention heads (", n_heads, ") must be a multiple of key/value heads (", n_kv_heads, ")"));
   require(head_dim % 2 == 0 && head_dim > 2, StrCat("head_dim must be even and > 2, found ", head_dim));
-  require(n_layers <= 1024 && hidden <= 65536 && ffn <= 1 << 20 && head_dim <= 1024,
-          "implausibly large sizes");
+  require(n_layers <= kMaxLayers && hidden <= kMaxHidden && ffn <= kMaxFfn && head_dim <= kMaxHeadDim &&
+              n_heads <= kMaxHeads,
+          StrCat("implausibly large sizes (layers ", n_layers, ", hidden ", hidden, ", ffn ", ffn, ", heads ",
+                 n_heads, ", head_dim ", head_dim, "; the limits are ", kMaxLayers, ", ", kMaxHidden, ", ",
+                 kMaxFfn, ", ", kMaxHeads, ", ", kMaxHeadDim, ")"));
   require(rms_eps > 0 && rms_eps < 1, StrCat("rms_norm_eps out of range: ", rms_eps));
-  require(rope.theta > 0, StrCat("rope_theta must be positive, found ", rope.theta));
+  require(rope.theta > 0 && std::isfinite(rope.theta),
+          StrCat("rope_theta must be positive and finite, found ", rope.theta));
+  // An alpha can push the effective base to 0 or infinity, which makes every rotation NaN.
+  const double base = rope.Base(head_dim);
+  require(base > 0 && std::isfinite(base),
+          StrCat("the RoPE base (rope_theta ", rope.theta, ", alpha ", rope.alpha, ") is ", base,
+                 "; it must be positive and finite"));
+  require(max_positions >= 0, StrCat("max_position_embeddings must not be negative, found ", max_positions));
   require(vocab_rows > 0, "empty vocabulary");
 }
 

@@ -16,6 +16,14 @@ struct RopeSpec {
   double Base(int head_dim) const;
 };
 
+// Validate's bounds: larger values are reported as corrupt (no Hunyuan model comes near them; they
+// keep every product of sizes far from overflowing an int).
+inline constexpr int kMaxLayers = 1024;
+inline constexpr int kMaxHidden = 65536;
+inline constexpr int kMaxFfn = 1 << 20;
+inline constexpr int kMaxHeads = 1024;
+inline constexpr int kMaxHeadDim = 1024;
+
 struct ModelConfig {
   std::string name;           // model name (for prompt style and display), e.g. "Hunyuan-MT-7B"
   std::string architecture;   // "hunyuan_v1_dense"
@@ -38,7 +46,7 @@ struct ModelConfig {
   // Parameters counted as the checkpoint holds them (embedding rows x hidden, plus an untied head).
   int64_t ParameterCount() const;
   // Throws Error(kCorruptData) naming `where` when the numbers are inconsistent (zero sizes, heads not
-  // dividing, odd head_dim, ...).
+  // dividing, odd head_dim, sizes past the kMax* bounds, a RoPE base that is not finite, ...).
   void Validate(const std::string& where) const;
 };
 

@@ -35,7 +35,7 @@ class Sampler {
 
   // Returns the next token id in [0, n_valid): logits beyond n_valid (embedding rows without a token)
   // are never chosen. `history` holds the tokens the repetition penalty applies to (each once or more).
-  // Ties in greedy mode go to the lowest id.
+  // Ties in greedy mode go to the lowest id. Returns kNonFiniteLogits when the logits hold a NaN or inf.
   int32_t Sample(std::span<const float> logits, int32_t n_valid, std::span<const int32_t> history);
 
   // The spec for the next token (draws this step's random number), for Ops::SampleTokens.

@@ -108,6 +108,9 @@ struct StepBatch {
   void AddSeq(int32_t n_rows, int32_t n_past, std::span<const int32_t> page_table);
 };
 
+// What Ops::SampleTokens writes for a row of logits that is not all finite.
+inline constexpr int32_t kNonFiniteLogits = -1;
+
 // How one row of logits is turned into a token (see Ops::SampleTokens).
 struct SampleSpec {
   float temperature = 0;            // <= 0: greedy
@@ -188,8 +191,10 @@ class Ops {
   // Picks the next token of each row of logits [rows, vocab] (f32 or the activation type): the
   // transformers pipeline of model/sampler.h — repetition penalty over the row's history, then greedy
   // (argmax, lowest id on ties) or temperature, top-k, top-p and a draw at the row's uniform number.
-  // Only ids < n_valid are chosen. Writes one id per row to `out` (host). The default implementation
-  // copies the logits to the host and samples there; devices override it to copy back ids only.
+  // Only ids < n_valid are chosen. Writes one id per row to `out` (host), or kNonFiniteLogits for a row
+  // whose logits [0, n_valid) hold a NaN or an infinity (damaged weights: no token is meaningful, and
+  // NaN scores cannot be ordered). The default implementation copies the logits to the host and
+  // samples there; devices override it to copy back ids only.
   virtual void SampleTokens(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid,
                             std::span<int32_t> out);
 

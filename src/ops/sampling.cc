@@ -15,6 +15,9 @@ int32_t SampleRow(std::span<const float> logits, int32_t n_valid, const SampleSp
   std::vector<float> local;
   std::vector<float>& s = scratch ? *scratch : local;
   s.assign(logits.begin(), logits.begin() + n_valid);
+  // NaN breaks the orderings below (std::sort's requirements included); inf makes every probability NaN.
+  for (float v : s)
+    if (!std::isfinite(v)) return kNonFiniteLogits;
 
   if (spec.repetition_penalty != 1.0f && !spec.history.empty()) {
     std::vector<int32_t> seen(spec.history.begin(), spec.history.end());

@@ -12,7 +12,8 @@ namespace hymt {
 // Chooses one token from logits[0, n_valid) per spec: repetition penalty (each distinct history token
 // once: score / p if positive, score * p if negative), then argmax when greedy (lowest id on ties), else
 // temperature, top-k, top-p (the smallest prefix of the sorted distribution whose mass reaches top_p)
-// and the draw at spec.uniform. `scratch` avoids allocations across calls.
+// and the draw at spec.uniform. Returns kNonFiniteLogits when logits[0, n_valid) hold a NaN or an
+// infinity. `scratch` avoids allocations across calls.
 int32_t SampleRow(std::span<const float> logits, int32_t n_valid, const SampleSpec& spec,
                   std::vector<float>* scratch = nullptr);
 

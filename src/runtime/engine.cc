@@ -234,6 +234,12 @@ void Engine::Finish(Sequence& s, FinishReason reason, const std::string& error) 
     running_.erase(it);
   }
   stat_running_.store(static_cast<int64_t>(running_.size()));
+  if (running_.empty()) {
+    // Shutdown may be waiting for the work to drain; taking the lock orders this wake-up after its
+    // check of the counters.
+    { std::lock_guard<std::mutex> lock(mu_); }
+    cv_.notify_all();
+  }
   if (done) {
     try {
       done(r);
@@ -431,9 +437,16 @@ void Engine::Step() {
     placement_.head->SampleTokens(logits_.Rows(0, static_cast<int64_t>(sampling.size())), specs, n_valid, next);
   const int64_t sampled = static_cast<int64_t>(sampling.size());
   std::vector<std::pair<Sequence*, FinishReason>> finished;
+  std::vector<Sequence*> failed;
   for (size_t i = 0; i < sampling.size(); ++i) {
     Sequence& s = *sampling[i];
     const int32_t token = next[i];
+    if (token == kNonFiniteLogits) {
+      // Damaged weights (NaN or inf) poison the logits: the sequence ends with an error rather than
+      // an arbitrary token.
+      failed.push_back(&s);
+      continue;
+    }
     if (std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), token) != s.req.stop_ids.end()) {
       finished.emplace_back(&s, FinishReason::kStop);
       continue;
@@ -457,6 +470,9 @@ void Engine::Step() {
     }
   }
   for (auto& [s, reason] : finished) Finish(*s, reason);
+  for (Sequence* s : failed)
+    Finish(*s, FinishReason::kError,
+           "the model produced non-finite logits (NaN or inf); its weights may be damaged");
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (secs > 0 && sampled > 0) {
     double rate = static_cast<double>(sampled) / secs;

@@ -33,7 +33,7 @@ const char* FinishReasonName(FinishReason r);
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated tokens, without the stop token
   FinishReason reason = FinishReason::kStop;
-  std::string error;            // set when reason == kError
+  std::string error;            // set when reason == kError (a failed step, or non-finite logits)
   int32_t prompt_tokens = 0;
   double queue_seconds = 0;     // submitted -> first step
   double first_token_seconds = 0;  // submitted -> first generated token

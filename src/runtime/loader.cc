@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,14 @@ struct Storage {
   std::unique_ptr<TensorSource> source;
   std::vector<std::vector<float>> owned;
 };
+
+// A hyper-parameter as an int. A value that does not fit is corrupt: a silent wrap could turn an
+// absurd value into a plausible one (2^32 + 64 into 64).
+int ConfigInt(int64_t value, const std::string& where, std::string_view field) {
+  if (value < 0 || value > INT32_MAX)
+    Fail(ErrorCode::kCorruptData, where, ": ", field, " is ", value, ", outside [0, ", INT32_MAX, "]");
+  return static_cast<int>(value);
+}
 
 // Supported stored types for the big matrices.
 bool IsMatrixType(DType t) {
@@ -183,12 +192,14 @@ LoadedModel LoadHfFolder(const std::string& dir, const LoadOptions& options) {
 
   ModelConfig& c = m.config;
   c.architecture = "hunyuan_v1_dense";
-  c.hidden = static_cast<int>(hf.hidden_size);
-  c.ffn = static_cast<int>(hf.intermediate_size);
-  c.n_layers = static_cast<int>(hf.num_hidden_layers);
-  c.n_heads = static_cast<int>(hf.num_attention_heads);
-  c.n_kv_heads = static_cast<int>(hf.num_key_value_heads);
-  c.head_dim = static_cast<int>(hf.head_dim.value_or(hf.num_attention_heads > 0 ? hf.hidden_size / hf.num_attention_heads : 0));
+  c.hidden = ConfigInt(hf.hidden_size, config_path, "hidden_size");
+  c.ffn = ConfigInt(hf.intermediate_size, config_path, "intermediate_size");
+  c.n_layers = ConfigInt(hf.num_hidden_layers, config_path, "num_hidden_layers");
+  c.n_heads = ConfigInt(hf.num_attention_heads, config_path, "num_attention_heads");
+  c.n_kv_heads = ConfigInt(hf.num_key_value_heads, config_path, "num_key_value_heads");
+  c.head_dim = ConfigInt(
+      hf.head_dim.value_or(hf.num_attention_heads > 0 ? hf.hidden_size / hf.num_attention_heads : 0),
+      config_path, "head_dim");
   c.rms_eps = static_cast<float>(hf.rms_norm_eps.value_or(1e-5));
   c.rope.theta = hf.rope.theta.value_or(10000.0);
   if (hf.rope.alpha) {
@@ -198,7 +209,7 @@ LoadedModel LoadHfFolder(const std::string& dir, const LoadOptions& options) {
          *hf.rope.factor, " is not supported (Hunyuan models use a static alpha)");
   }
   c.tied_output = hf.tie_word_embeddings.value_or(false);  // the transformers default for this class
-  c.max_positions = static_cast<int>(hf.max_position_embeddings.value_or(0));
+  c.max_positions = ConfigInt(hf.max_position_embeddings.value_or(0), config_path, "max_position_embeddings");
   // The vocabulary size is the embedding's row count, whatever config.json says.
   const TensorInfo& embed = src.Get("model.embed_tokens.weight");
   if (embed.shape.size() != 2)
@@ -312,20 +323,21 @@ LoadedModel LoadGguf(const std::string& path, const LoadOptions& options) {
   const std::string p = arch + ".";
   ModelConfig& c = m.config;
   c.architecture = "hunyuan_v1_dense";
-  c.hidden = static_cast<int>(md.GetInt(p + "embedding_length"));
-  c.ffn = static_cast<int>(md.GetInt(p + "feed_forward_length"));
-  c.n_layers = static_cast<int>(md.GetInt(p + "block_count"));
-  c.n_heads = static_cast<int>(md.GetInt(p + "attention.head_count"));
-  c.n_kv_heads = md.Has(p + "attention.head_count_kv") ? static_cast<int>(md.GetInt(p + "attention.head_count_kv")) : c.n_heads;
-  c.head_dim = md.Has(p + "attention.key_length") ? static_cast<int>(md.GetInt(p + "attention.key_length"))
-                                                   : (c.n_heads > 0 ? c.hidden / c.n_heads : 0);
+  auto int_key = [&](const std::string& key) { return ConfigInt(md.GetInt(key), md.Where(key), "value"); };
+  c.hidden = int_key(p + "embedding_length");
+  c.ffn = int_key(p + "feed_forward_length");
+  c.n_layers = int_key(p + "block_count");
+  c.n_heads = int_key(p + "attention.head_count");
+  c.n_kv_heads = md.Has(p + "attention.head_count_kv") ? int_key(p + "attention.head_count_kv") : c.n_heads;
+  c.head_dim = md.Has(p + "attention.key_length") ? int_key(p + "attention.key_length")
+                                                  : (c.n_heads > 0 ? c.hidden / c.n_heads : 0);
   c.rms_eps = static_cast<float>(md.Has(p + "attention.layer_norm_rms_epsilon")
                                      ? md.GetFloat(p + "attention.layer_norm_rms_epsilon")
                                      : 1e-5);
   // GGUF stores the effective base (alpha already applied).
   c.rope.theta = md.Has(p + "rope.freq_base") ? md.GetFloat(p + "rope.freq_base") : 10000.0;
   c.rope.alpha = 0;
-  c.max_positions = md.Has(p + "context_length") ? static_cast<int>(md.GetInt(p + "context_length")) : 0;
+  c.max_positions = md.Has(p + "context_length") ? int_key(p + "context_length") : 0;
   const TensorInfo& embed = file->Get("token_embd.weight");
   if (embed.shape.size() != 2)
     Fail(ErrorCode::kCorruptData, path, ": token_embd.weight has shape ", ShapeString(embed.shape));

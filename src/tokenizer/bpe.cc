@@ -76,6 +76,9 @@ BpeModel::BpeModel(std::vector<std::string> tokens, const std::vector<bool>& ord
     for (int32_t id = 0; id < n_tokens(); ++id) {
       if (!ordinary[id]) continue;
       std::string_view t = tokens_[id];
+      if (t.size() > kMaxRankTokenBytes)
+        Fail(ErrorCode::kCorruptData, where(id), ": token ", id, " is ", t.size(),
+             " bytes; a rank vocabulary's tokens may be ", kMaxRankTokenBytes, " bytes at most");
       for (size_t k = 1; k < t.size(); ++k) {
         int32_t left = Find(t.substr(0, k));
         if (left < 0) continue;

@@ -34,6 +34,11 @@ struct BpeScratch {
   std::vector<Candidate> heap;
 };
 
+// The longest ordinary token a rank vocabulary (kRanks) may hold. Indexing its merges costs the square
+// of each token's length, so one huge token would stall loading for hours; real vocabularies stay far
+// below (Hunyuan's longest token is 128 bytes).
+inline constexpr size_t kMaxRankTokenBytes = 1024;
+
 class BpeModel {
  public:
   enum class Rule { kRanks, kMergeList };
@@ -44,7 +49,8 @@ class BpeModel {
   // Builds the model. tokens[id] holds the bytes of every id; only ids with ordinary[id] take part in
   // BPE (added and special tokens do not). For kMergeList, `merges` lists byte-string pairs in priority
   // order. Throws Error(kCorruptData) naming `where(id)` or the merge index when two ordinary tokens have
-  // the same bytes, a token is empty, or a merge names bytes that are not a token.
+  // the same bytes, a token is empty, a merge names bytes that are not a token, or (kRanks) a token is
+  // longer than kMaxRankTokenBytes.
   BpeModel(std::vector<std::string> tokens, const std::vector<bool>& ordinary, Rule rule,
            const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
            const Where& where);

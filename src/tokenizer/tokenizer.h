@@ -57,6 +57,8 @@ class Tokenizer {
   // <|extra_0|> .. <|extra_204|>). Split rule kHunyuan, no normalisation.
   // Throws Error (kNotFound, kCorruptData) naming the file and line.
   static Tokenizer FromTiktokenFile(const std::string& path);
+  // The same from the file's bytes; `source` names it in errors (for tests and fuzzers).
+  static Tokenizer FromTiktokenText(std::string_view data, const std::string& source);
 
   // HF tokenizer.json with a byte-level BPE model: vocab, merges ("a b" strings or [a, b] pairs),
   // added_tokens, the pre_tokenizer (must be one of the Split rules above followed by ByteLevel) and the
@@ -64,6 +66,8 @@ class Tokenizer {
   // never adds BOS/EOS (the chat template does). Throws Error naming the file and field; kUnsupported for
   // a valid file that asks for something hymt does not implement.
   static Tokenizer FromTokenizerJson(const std::string& path);
+  // The same from the file's text; `source` names it in errors (for tests and fuzzers).
+  static Tokenizer FromTokenizerJsonText(std::string_view text, const std::string& source);
 
   // A model folder: tokenizer.json when present (it declares its split rule and normalizer), else
   // hy.tiktoken. Throws Error(kNotFound) when it holds neither.

@@ -235,7 +235,10 @@ std::string EncodeByteLevel(std::string_view bytes) {
 }
 
 Tokenizer Tokenizer::FromTiktokenFile(const std::string& path) {
-  const std::string data = ReadFile(path);
+  return FromTiktokenText(ReadFile(path), path);
+}
+
+Tokenizer Tokenizer::FromTiktokenText(std::string_view data, const std::string& path) {
   // Ranks must be 0..n-1, one per line, so none can reach the number of lines: checking that first
   // keeps a corrupt rank from sizing a huge table.
   const size_t n_lines = std::count(data.begin(), data.end(), '\n') + 1;
@@ -299,10 +302,14 @@ Tokenizer Tokenizer::FromTiktokenFile(const std::string& path) {
 }
 
 Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
+  return FromTokenizerJsonText(ReadFile(path), path);
+}
+
+Tokenizer Tokenizer::FromTokenizerJsonText(std::string_view text, const std::string& path) {
   const JsonFile file(path);
   Json root;
   try {
-    root = Json::Parse(ReadFile(path));
+    root = Json::Parse(text);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kInvalidArgument) throw;
     Fail(ErrorCode::kCorruptData, path, ": ", e.what());

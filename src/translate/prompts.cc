@@ -82,17 +82,54 @@ std::string RenderChimeraPrompt(const Language& src, const Language& tgt, std::s
   return out;
 }
 
-std::string RenderChat(ChatFamily family, std::string_view user, std::string_view system) {
+namespace {
+
+// One piece of a chat template: the template's own text (special tokens included) or the caller's.
+struct ChatPart {
+  std::string_view text;
+  bool is_template;
+};
+
+// The chat template of `family` as parts, so that rendering and encoding cannot disagree.
+std::vector<ChatPart> ChatParts(ChatFamily family, std::string_view user, std::string_view system) {
   switch (family) {
     case ChatFamily::kHunyuan7B:
-      if (!system.empty()) return StrCat("<|startoftext|>", system, "<|extra_4|>", user, "<|extra_0|>");
-      return StrCat("<|startoftext|>", user, "<|extra_0|>");
+      if (!system.empty())
+        return {{"<|startoftext|>", true},
+                {system, false},
+                {"<|extra_4|>", true},
+                {user, false},
+                {"<|extra_0|>", true}};
+      return {{"<|startoftext|>", true}, {user, false}, {"<|extra_0|>", true}};
     case ChatFamily::kHy18B:
       // The system message goes between the begin token and the user turn (as the family's template
       // places it).
-      return StrCat("<｜hy_begin▁of▁sentence｜>", system, "<｜hy_User｜>", user, "<｜hy_Assistant｜>");
+      return {{"<｜hy_begin▁of▁sentence｜>", true},
+              {system, false},
+              {"<｜hy_User｜>", true},
+              {user, false},
+              {"<｜hy_Assistant｜>", true}};
   }
-  return std::string(user);
+  return {{user, false}};
+}
+
+}  // namespace
+
+std::string RenderChat(ChatFamily family, std::string_view user, std::string_view system) {
+  std::string out;
+  for (const ChatPart& part : ChatParts(family, user, system)) out += part.text;
+  return out;
+}
+
+std::vector<int32_t> EncodeChat(const Tokenizer& tokenizer, ChatFamily family, std::string_view user,
+                                std::string_view system) {
+  std::vector<int32_t> ids;
+  for (const ChatPart& part : ChatParts(family, user, system)) {
+    // The caller's text never parses special tokens; the template's always does.
+    std::vector<int32_t> part_ids = tokenizer.Encode(part.text, /*parse_special=*/part.is_template);
+    ids.insert(ids.end(), part_ids.begin(), part_ids.end());
+  }
+  return ids;
 }
 
 }  // namespace hymt

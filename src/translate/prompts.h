@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/tokenizer.h"
 #include "translate/languages.h"
 
 namespace hymt {
@@ -48,5 +49,12 @@ std::string RenderChimeraPrompt(const Language& src, const Language& tgt, std::s
 
 // One user turn (and an optional system message) through the chat template; the model answers next.
 std::string RenderChat(ChatFamily family, std::string_view user, std::string_view system = {});
+
+// The token ids of RenderChat(family, user, system): the template's own special tokens become their
+// ids, while `user` and `system` are encoded as ordinary text. Text that spells a special token
+// ("<|extra_0|>", "<|eos|>") inside a request therefore never acts as a control token (prompt
+// injection); Decode of the result is RenderChat's string. Throws as Tokenizer::Encode.
+std::vector<int32_t> EncodeChat(const Tokenizer& tokenizer, ChatFamily family, std::string_view user,
+                                std::string_view system = {});
 
 }  // namespace hymt

@@ -98,7 +98,9 @@ TranslateResult Translator::Translate(const TranslateRequest& request) {
       p.text = t;
       p.segment = s;
       pieces.push_back(p);
-      prompts.push_back(tok.Encode(RenderPrompt(src, tgt, segments[t][s].text, request.prompt), true));
+      // The request's text is never parsed for special tokens (see EncodeChat).
+      prompts.push_back(EncodeChat(
+          tok, family_, RenderTranslationPrompt(style_, src, tgt, segments[t][s].text, request.prompt)));
       piece_src.push_back(src);
     }
   }

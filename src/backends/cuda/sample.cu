@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_internal.h"
+#include "ops/ops.h"
 
 namespace hymt::cuda {
 namespace {
@@ -27,12 +28,20 @@ __device__ __forceinline__ void Better(float& v, int& i, float v2, int i2) {
   }
 }
 
-// One block per row: each thread scans a strided slice, then a shared-memory tree reduction.
+// One block per row: each thread scans a strided slice, then a shared-memory tree reduction. A row
+// holding a NaN or an infinity gets kNonFiniteLogits (Ops::SampleTokens): an all-NaN row would
+// otherwise leave the index at its sentinel, far outside the vocabulary.
 __global__ void ArgmaxRowsKernel(const char* logits, bool f32, int64_t row_bytes, int n_valid, int32_t* out) {
   const void* row = logits + static_cast<int64_t>(blockIdx.x) * row_bytes;
   float best = -FLT_MAX;
   int best_i = 0x7fffffff;
-  for (int i = threadIdx.x; i < n_valid; i += kThreads) Better(best, best_i, LoadLogit(row, f32, i), i);
+  int non_finite = 0;
+  for (int i = threadIdx.x; i < n_valid; i += kThreads) {
+    const float v = LoadLogit(row, f32, i);
+    non_finite |= !isfinite(v);
+    Better(best, best_i, v, i);
+  }
+  non_finite = __syncthreads_or(non_finite);
   __shared__ float sv[kThreads];
   __shared__ int si[kThreads];
   sv[threadIdx.x] = best;
@@ -48,7 +57,7 @@ __global__ void ArgmaxRowsKernel(const char* logits, bool f32, int64_t row_bytes
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) out[blockIdx.x] = si[0];
+  if (threadIdx.x == 0) out[blockIdx.x] = non_finite ? kNonFiniteLogits : si[0];
 }
 
 // Sums 16-byte words with four loads in flight per thread: bound by the DRAM read rate.

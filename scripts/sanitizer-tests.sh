@@ -1,0 +1,50 @@
+# The sanitizer and fuzzing stages of `make test`, sourced by scripts/run-tests.sh (which defines
+# `stage` and $BUILD). Each kind has its own clang build folder holding only what its stages run:
+#   build-asan  ASan+UBSan: the unit, parity and concurrency tests, the e2e scripts, and the fuzzers,
+#               each run for HYMT_FUZZ_SECONDS (default 60) from the committed corpus
+#   build-tsan  TSan: the engine's continuous batching (concurrency tests, EngineBatchGreedy)
+# Without clang the stages skip themselves with a message.
+
+# Sanitizer builds follow the main build's HYMT_SERVER, so that the server's tests join them.
+server=$(sed -n 's/^HYMT_SERVER:BOOL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+export HYMT_SANITIZER_CMAKE_FLAGS="-DHYMT_SERVER=${server:-ON}"
+# Any report fails the stage; leaks are reported at exit.
+export ASAN_OPTIONS=detect_leaks=1:${ASAN_OPTIONS:-}
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}
+
+# Runs a stage only when its build exists (a skipped build skips its stages).
+stage_if_built() {
+  local dir=$1; shift
+  if [[ -f "$dir/CMakeCache.txt" && $sanitizer_build_ok == 1 ]]; then stage "$@"; else
+    echo "=== test stage: $1 skipped (no $dir)"; fi
+}
+
+build_sanitizer() {
+  scripts/sanitizer-build.sh "$@"
+  local rc=$?
+  if [[ $rc -eq 2 ]]; then sanitizer_build_ok=0; return 0; fi
+  if [[ $rc -eq 0 ]]; then sanitizer_build_ok=1; else sanitizer_build_ok=0; fi
+  return $rc
+}
+
+sanitizer_build_ok=0
+stage "asan+ubsan build" build_sanitizer asan build-asan hymt hymt_unit_tests hymt_parity_tests \
+  hymt_concurrency_tests hymt_fuzzers
+stage_if_built build-asan "asan+ubsan unit tests" build-asan/tests/hymt_unit_tests --gtest_brief=1
+stage_if_built build-asan "asan+ubsan parity tests" build-asan/tests/hymt_parity_tests --gtest_brief=1
+stage_if_built build-asan "asan+ubsan concurrency tests" build-asan/tests/hymt_concurrency_tests --gtest_brief=1
+for t in tests/e2e/*.sh tests/e2e/*.py; do
+  [[ -f "$t" ]] || continue
+  case "$t" in
+    *.sh) stage_if_built build-asan "asan+ubsan e2e $(basename "$t" .sh)" bash "$t" build-asan ;;
+    *.py) stage_if_built build-asan "asan+ubsan e2e $(basename "$t" .py)" python3 "$t" build-asan ;;
+  esac
+done
+stage_if_built build-asan "fuzz (${HYMT_FUZZ_SECONDS:-60} s each)" tests/fuzz/run.sh "${HYMT_FUZZ_SECONDS:-60}" build-asan
+
+sanitizer_build_ok=0
+stage "tsan build" build_sanitizer tsan build-tsan hymt_concurrency_tests hymt_parity_tests
+stage_if_built build-tsan "tsan concurrency tests" build-tsan/tests/hymt_concurrency_tests --gtest_brief=1
+stage_if_built build-tsan "tsan engine batching" build-tsan/tests/hymt_parity_tests --gtest_brief=1 \
+  --gtest_filter='*EngineBatchGreedy*'
