@@ -146,10 +146,12 @@ void WriteMicroGguf(const std::string& path, int hidden, const std::string& reci
     out.data = owned->back().data();
   });
   owned->push_back(c.RopeInvFreq());
-  w.rope_inv_freq.dtype = DType::kF32;
-  w.rope_inv_freq.rows = 1;
-  w.rope_inv_freq.cols = c.head_dim / 2;
-  w.rope_inv_freq.data = owned->back().data();
+  Weight rope;
+  rope.dtype = DType::kF32;
+  rope.rows = 1;
+  rope.cols = c.head_dim / 2;
+  rope.data = owned->back().data();
+  for (LayerWeights& l : w.layers) l.rope_inv_freq = rope;
 
   LoadedModel m;
   m.name = "micro";
