@@ -7,6 +7,8 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <string>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -93,6 +95,20 @@ std::vector<int> ParseIntList(const std::string& s) {
   return out;
 }
 
+#ifdef HYMT_HAVE_CUDA
+// This process's device memory as nvidia-smi reports it (bytes), or -1 when it is not listed.
+int64_t ProcessDeviceBytes() {
+  FILE* p = popen("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null", "r");
+  if (p == nullptr) return -1;
+  int64_t found = -1;
+  long pid = 0, mib = 0;
+  while (std::fscanf(p, "%ld, %ld", &pid, &mib) == 2)
+    if (pid == static_cast<long>(getpid())) found = static_cast<int64_t>(mib) << 20;
+  pclose(p);
+  return found;
+}
+#endif
+
 }  // namespace
 
 int RunBench(int argc, char** argv) {
@@ -165,12 +181,18 @@ int RunBench(int argc, char** argv) {
   RunBatch(engine, vocab, 1, 8, 4, 7);
 
   Json decode = Json::MakeArray();
-  std::printf("%-22s %12s %12s %14s\n", "decode run", "tok/s", "of roofline", "first token");
+  // decode tok/s: tokens after each sequence's first over the decode phase; all-in: every generated
+  // token over the whole run, prefill included (what `generate` throughput usually means).
+  std::printf("%-22s %12s %12s %12s %14s\n", "decode run", "decode tok/s", "of roofline", "all-in tok/s",
+              "first token");
   for (int b : batches) {
     RunStats r = RunBatch(engine, vocab, b, prompt, gen, 100 + b);
     const double frac = b == 1 ? r.decode_tok_s / roofline : 0;
-    std::printf("%-22s %12.2f %11.1f%% %12.3f s\n", StrCat(b, " x (", prompt, "+", gen, ")").c_str(), r.decode_tok_s,
-                100 * frac, r.first_token_seconds);
+    char of_buf[32] = "-";
+    if (b == 1) std::snprintf(of_buf, sizeof of_buf, "%.1f%%", 100 * frac);
+    const std::string of = of_buf;
+    std::printf("%-22s %12.2f %12s %12.1f %12.3f s\n", StrCat(b, " x (", prompt, "+", gen, ")").c_str(),
+                r.decode_tok_s, of.c_str(), static_cast<double>(r.generated) / r.seconds, r.first_token_seconds);
     Json j = Json::MakeObject();
     j.Set("seqs", Json(b));
     j.Set("decode_tok_s", Json(r.decode_tok_s));
@@ -196,10 +218,35 @@ int RunBench(int argc, char** argv) {
   out.Set("prefill_tflop_s", Json(flops / p.seconds / 1e12));
   out.Set("peak_rss_bytes", Json(PeakResidentBytes()));
 #ifdef HYMT_HAVE_CUDA
-  size_t free_b = 0, total_b = 0;
-  if (plan.mode != "cpu" && CudaMemoryInfo(0, &free_b, &total_b)) {
-    out.Set("device_used_bytes", Json(static_cast<int64_t>(total_b - free_b)));
-    std::printf("%-22s %12s\n", "device memory in use", FormatBytes(total_b - free_b).c_str());
+  if (plan.mode != "cpu") {
+    // The process's device memory as the driver reports it (context, library workspaces and every
+    // allocation), against what the model needs: the weights on the device and the KV cache.
+    const int64_t used = ProcessDeviceBytes();
+    int64_t device_weights = 0;
+    ForEachTensor(c, session->model().model->mutable_weights(),
+                  [&](const TensorSpec&, Weight& w) { device_weights += static_cast<int64_t>(w.bytes()); });
+    if (plan.mode != "resident") device_weights = 0;  // partial/streamed plans: see the plan table
+    const EngineStats st = engine.stats();
+    out.Set("graph_replays", Json(st.graph_replays));
+    out.Set("graph_captures", Json(st.graph_captures));
+    std::printf("%-22s %12lld replayed, %lld captured\n", "CUDA graph steps", static_cast<long long>(st.graph_replays),
+                static_cast<long long>(st.graph_captures));
+    if (used >= 0) {
+      out.Set("device_process_bytes", Json(used));
+      out.Set("device_kv_bytes", Json(st.kv_bytes_total));
+      out.Set("device_weight_bytes", Json(device_weights));
+      std::printf("%-22s %12s (weights %s + KV %s + other %s)\n", "device memory (driver)",
+                  FormatBytes(static_cast<uint64_t>(used)).c_str(), FormatBytes(static_cast<uint64_t>(device_weights)).c_str(),
+                  FormatBytes(static_cast<uint64_t>(st.kv_bytes_total)).c_str(),
+                  FormatBytes(static_cast<uint64_t>(std::max<int64_t>(0, used - device_weights - st.kv_bytes_total))).c_str());
+    } else {
+      size_t free_b = 0, total_b = 0;
+      if (CudaMemoryInfo(0, &free_b, &total_b)) {
+        out.Set("device_used_bytes", Json(static_cast<int64_t>(total_b - free_b)));
+        std::printf("%-22s %12s (the whole device: the driver does not list this process)\n", "device memory in use",
+                    FormatBytes(total_b - free_b).c_str());
+      }
+    }
   }
 #endif
   std::printf("%-22s %12s\n", "peak resident memory", FormatBytes(static_cast<uint64_t>(PeakResidentBytes())).c_str());

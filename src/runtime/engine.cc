@@ -10,7 +10,26 @@
 #include "core/status.h"
 #include "runtime/streamer.h"
 
+#ifdef HYMT_HAVE_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
+
 namespace hymt {
+
+// Decode steps replayed as CUDA graphs, one per batch size. A graph holds the step's kernels with their
+// pointers and shapes; a step replays it when every op's arguments match the capture (CudaOps compares
+// them), otherwise the step is captured again. Page tables are padded to kGraphPageQuantum pages per
+// sequence (with the sequence's last page; attention reads only the pages its context covers) so that a
+// growing context keeps the graph's shapes for 1,024 tokens at a time.
+struct Engine::Graphs {
+#ifdef HYMT_HAVE_CUDA
+  CudaOps* cuda = nullptr;
+  std::map<int32_t, std::unique_ptr<CudaGraph>> by_batch;
+#endif
+  static constexpr int32_t kGraphPageQuantum = 64;
+  static constexpr size_t kMaxGraphs = 64;  // distinct batch sizes kept; beyond, steps run eagerly
+};
+
 
 using Clock = std::chrono::steady_clock;
 
@@ -91,6 +110,14 @@ Engine::Engine(std::shared_ptr<const HunyuanModel> model, Placement placement, E
   logits_.device = placement_.head->device();
   buffers_.push_back(std::move(logit_buf));
   staging_.resize(static_cast<size_t>(options_.max_step_tokens) * c.hidden * 4 * 2);
+#ifdef HYMT_HAVE_CUDA
+  if (options_.cuda_graphs && devices_.size() == 1 && placement_.streamer == nullptr) {
+    if (auto* cuda = dynamic_cast<CudaOps*>(devices_[0])) {
+      graphs_ = std::make_unique<Graphs>();
+      graphs_->cuda = cuda;
+    }
+  }
+#endif
 
   thread_ = std::thread([this] { Loop(); });
 }
@@ -164,6 +191,8 @@ EngineStats Engine::stats() const {
   s.prompt_tokens = stat_prompt_.load();
   s.steps = stat_steps_.load();
   s.preemptions = stat_preemptions_.load();
+  s.graph_replays = stat_graph_replays_.load();
+  s.graph_captures = stat_graph_captures_.load();
   s.decode_tokens_per_second = stat_rate_.load();
   return s;
 }
@@ -512,20 +541,86 @@ void Engine::TransferRows(Ops& from, const Tensor& src, Ops& to, Tensor dst) {
 }
 
 void Engine::RunForward(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& rows_per_seq) {
+  const bool decode_only =
+      std::all_of(rows_per_seq.begin(), rows_per_seq.end(), [](int32_t n) { return n == 1; });
+  const bool graph = graphs_ != nullptr && decode_only;
   StepBatch batch;
   batch.page_size = options_.page_size;
   std::vector<int32_t> ids;
   std::vector<int32_t> logit_rows;
+  std::vector<int32_t> padded;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     const int32_t n = rows_per_seq[i];
     int32_t first_row = batch.n_rows();
     int64_t pages_needed = kv_->pages().PagesFor(s.n_cached + n);
-    batch.AddSeq(n, s.n_cached, std::span<const int32_t>(s.pages.data(), static_cast<size_t>(pages_needed)));
+    std::span<const int32_t> table(s.pages.data(), static_cast<size_t>(pages_needed));
+    if (graph) {
+      const int64_t q = Graphs::kGraphPageQuantum;
+      padded.assign(table.begin(), table.end());
+      padded.resize(static_cast<size_t>((pages_needed + q - 1) / q * q), table.back());
+      table = padded;
+    }
+    batch.AddSeq(n, s.n_cached, table);
     ids.insert(ids.end(), s.tokens.begin() + s.n_cached, s.tokens.begin() + s.n_cached + n);
     if (s.n_cached + n == static_cast<int32_t>(s.tokens.size())) logit_rows.push_back(first_row + n - 1);
     if (s.n_cached == 0) stat_prompt_.fetch_add(n);
   }
+  if (graph && !logit_rows.empty() && ForwardGraph(batch, ids, logit_rows)) return;
+  ForwardOps(batch, ids, logit_rows);
+}
+
+bool Engine::ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids,
+                          const std::vector<int32_t>& logit_rows) {
+#ifdef HYMT_HAVE_CUDA
+  CudaOps& cuda = *graphs_->cuda;
+  const int32_t key = static_cast<int32_t>(batch.seqs.size());
+  auto it = graphs_->by_batch.find(key);
+  if (it != graphs_->by_batch.end()) {
+    bool ran = false;
+    cuda.BeginReplay(*it->second);
+    try {
+      ForwardOps(batch, ids, logit_rows);
+    } catch (...) {
+      cuda.EndReplay();  // back to eager mode; the step is run again eagerly
+      throw;
+    }
+    ran = cuda.EndReplay();
+    if (ran) {
+      stat_graph_replays_.fetch_add(1);
+      return true;
+    }
+    graphs_->by_batch.erase(it);  // the shapes moved on (a longer context bucket): capture again
+  }
+  if (graphs_->by_batch.size() >= Graphs::kMaxGraphs) return false;
+  cuda.BeginCapture();
+  std::unique_ptr<CudaGraph> g;
+  try {
+    ForwardOps(batch, ids, logit_rows);
+    g = cuda.EndCapture();  // launches the captured step once
+  } catch (const std::exception& e) {
+    // A capture that fails (an op that cannot be captured, a driver refusal) turns graphs off for this
+    // engine; the step runs eagerly.
+    try {
+      cuda.EndCapture();
+    } catch (...) {
+    }
+    HYMT_LOG_WARN("CUDA graphs turned off: ", e.what());
+    graphs_.reset();
+    return false;
+  }
+  stat_graph_captures_.fetch_add(1);
+  graphs_->by_batch[key] = std::move(g);
+  return true;
+#else
+  (void)batch;
+  (void)ids;
+  (void)logit_rows;
+  return false;
+#endif
+}
+
+void Engine::ForwardOps(const StepBatch& batch, std::span<const int32_t> ids, const std::vector<int32_t>& logit_rows) {
   const int64_t n_rows = batch.n_rows();
   for (Ops* o : devices_) o->BeginStep(batch);
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +69,9 @@ struct EngineOptions {
   int32_t max_queue = 4096;       // waiting sequences before Submit refuses with kUnavailable
   int32_t max_context = 4096;     // prompt + generated tokens of one sequence
   int32_t n_valid_tokens = 0;     // tokens the tokenizer defines; rows past it are never sampled (0: all)
+  // Decode-only steps on one CUDA device (the whole model resident there) replay a captured CUDA graph
+  // per batch size instead of launching every kernel from the host.
+  bool cuda_graphs = true;
 };
 
 class LayerStreamer;
@@ -91,6 +95,8 @@ struct EngineStats {
   int64_t prompt_tokens = 0;       // since start
   int64_t steps = 0;
   int64_t preemptions = 0;
+  int64_t graph_replays = 0;       // decode steps that replayed a CUDA graph
+  int64_t graph_captures = 0;      // decode steps captured into a new graph
   double decode_tokens_per_second = 0;  // recent rate (exponential average over steps)
 };
 
@@ -129,6 +135,10 @@ class Engine {
   void Preempt(Sequence& victim);
   void Finish(Sequence& s, FinishReason reason, const std::string& error = "");
   void RunForward(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& rows_per_seq);
+  // The step's ops on the placement, from BeginStep to the logits.
+  void ForwardOps(const StepBatch& batch, std::span<const int32_t> ids, const std::vector<int32_t>& logit_rows);
+  // Runs a decode-only step as a CUDA graph; false when it must run eagerly.
+  bool ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids, const std::vector<int32_t>& logit_rows);
   void TransferRows(Ops& from, const Tensor& src, Ops& to, Tensor dst);
 
   std::shared_ptr<const HunyuanModel> model_;
@@ -140,6 +150,8 @@ class Engine {
   std::unique_ptr<KvCache> kv_;
   Tensor logits_;                      // [max_seqs, vocab_rows] on the head's device
   std::vector<uint8_t> staging_;       // host staging for cross-device activation copies
+  struct Graphs;                       // captured decode steps (engine.cc); null when not used
+  std::unique_ptr<Graphs> graphs_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -153,7 +165,7 @@ class Engine {
 
   std::vector<std::unique_ptr<Sequence>> running_;  // engine thread only
   std::atomic<int64_t> stat_running_{0}, stat_generated_{0}, stat_prompt_{0}, stat_steps_{0},
-      stat_preemptions_{0}, stat_pages_used_{0};
+      stat_preemptions_{0}, stat_pages_used_{0}, stat_graph_replays_{0}, stat_graph_captures_{0};
   std::atomic<double> stat_rate_{0};
   std::thread thread_;
 };

@@ -238,6 +238,7 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   eo.kv_dtype = p.kv_type;
   eo.max_context = p.max_context;
   eo.n_valid_tokens = m.tokenizer->n_tokens();
+  eo.cuda_graphs = o.cuda_graphs;
   s->engine_ = std::make_unique<Engine>(placed, placement, eo);
   return s;
 }

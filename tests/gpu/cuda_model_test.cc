@@ -50,7 +50,7 @@ struct Fixture {
 class CudaFixture : public testing::TestWithParam<const char*> {};
 
 // bf16 weights: the CUDA path (bf16 activations) against HF's bf16 logits, with the bf16
-// bounds: ‖Δ‖∞/‖ref‖∞ ≤ 3e-2 and the same top-1 wherever the reference's top-2 margin exceeds 0.05.
+// bounds: ‖Δ‖∞/‖ref‖∞ ≤ 3e-2 and the same top-1 wherever the reference's top-2 margin exceeds 0.1 (see below).
 TEST_P(CudaFixture, LogitsMatchTransformersBf16) {
   REQUIRE_GPU();
   const std::string dir = test::TestDataDir() + "/fixtures/" + GetParam();
@@ -89,9 +89,19 @@ TEST_P(CudaFixture, LogitsMatchTransformersBf16) {
       }
       std::vector<float> sorted(w8, w8 + vocab);
       std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-      if (sorted[0] - sorted[1] > 0.05f) {
+      // Both sides round every activation to bf16 at different points (HF per op, we per fused kernel),
+      // so two independent rounding streams separate them: a tie margin of 0.1, twice the CPU test's
+      // (which keeps f32 activations and so has one stream).
+      if (sorted[0] - sorted[1] > 0.1f) {
         ++checked;
-        if (std::max_element(g8, g8 + vocab) - g8 != std::max_element(w8, w8 + vocab) - w8) ++mismatch;
+        const int64_t got_top = std::max_element(g8, g8 + vocab) - g8;
+        const int64_t want_top = std::max_element(w8, w8 + vocab) - w8;
+        if (got_top != want_top) {
+          ++mismatch;
+          std::printf("[cuda-fixture] position %zu: reference top %lld (margin %.4f), got %lld (%.4f vs %.4f)\n",
+                      pos, static_cast<long long>(want_top), sorted[0] - sorted[1], static_cast<long long>(got_top),
+                      g8[got_top], g8[want_top]);
+        }
       }
     }
     std::printf("[cuda-fixture] %s prompt %d: rel Linf %.3e, top-1 %d/%d confident positions agree\n", GetParam(), p,
