@@ -11,7 +11,9 @@
 //    several times, so every call streams from HBM as in a real decode step.
 // 3. Attention decode (flash decoding) at contexts 512 and 2048, 32 q / 8 kv heads, head_dim 128: GB/s of
 //    K/V read; each call uses another layer's cache (32 layers), as the model does.
-// 4. Prefill: MatMul with 512 rows (cuBLAS; quantised weights through bf16 slabs) and prefill attention.
+// 4. Prefill: MatMul with 512 rows (cuBLAS; quantised weights through bf16 slabs) and causal prefill
+//    attention of one layer over prompts of 512 and 2,048 tokens, on tensor cores and on CUDA cores
+//    (CudaOpsOptions::prefill_attention_tensor_cores), in TFLOP/s and as a fraction of the GEMM ceiling.
 // 5. A decode-step estimate per format from the measured GEMVs.
 // Timing: CUDA events around CUDA-graph replays of 16-32 calls (so that launch gaps are those of a
 // graphed decode step), 3 warm-up replays, the median of 10 (5 with --quick).
@@ -408,8 +410,26 @@ void Run(bool quick, bool smoke) {
     std::printf("MatMul %-5s 512x4096 * 14336x4096^T %9.1f us %7.1f TFLOP/s (%.0f%% of the GEMM ceiling)\n",
                 DTypeName(t), ms * 1e3, flops / ms / 1e9, 100.0 * flops / ms / 1e9 / c.gemm_tflops);
   }
-  {
-    const int ctx = smoke ? 80 : 512;
+  // Prefill attention: each prompt length on both kernels, the CUDA-core one on a second instance.
+  // FLOPs: Q K^T and P V over the causal half, 2 x 2 x head_dim per (row, head, visible key).
+  CudaOpsOptions cuda_cores;
+  cuda_cores.prefill_attention_tensor_cores = false;
+  std::unique_ptr<Ops> ops_cc_owner = CreateCudaOps(0, cuda_cores);
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+#ifdef HYMT_CUDA_EMU
+  const bool have_tc = false;  // the CPU emulator runs the CUDA-core kernel for both
+#else
+  const bool have_tc = prop.major >= 8;
+#endif
+  const struct {
+    const char* label;
+    Ops* ops;
+  } kernels[] = {{have_tc ? "tensor cores, bf16 P" : "no bf16 tensor cores: CUDA cores", &ops},
+                 {"CUDA cores, f32", ops_cc_owner.get()}};
+  for (int ctx : {512, 2048}) {
+    const int tokens = ctx;
+    if (smoke) ctx /= 8;
     KvLayerView kv;
     kv.dtype = DType::kBF16;
     kv.n_kv_heads = n_kv;
@@ -428,12 +448,16 @@ void Run(bool quick, bool smoke) {
     batch.page_size = page;
     batch.AddSeq(ctx, 0, table);
     DevTensor q = NewTensor(ops, cuda, ctx, n_heads * hd), out = NewTensor(ops, cuda, ctx, n_heads * hd);
-    ops.BeginStep(batch);
-    const double ms = TimeMs(static_cast<cudaStream_t>(cuda.stream()),
-                             [&] { ops.Attention(q.t, kv, n_heads, 0.0884f, out.t); });
+    ops.Sync();  // the fills ran on this instance's stream; the other instance has its own
     const double flops = 4.0 * ctx * (ctx + 1) / 2.0 * hd * n_heads;
-    std::printf("attention prefill 512 tokens, one layer          %9.1f us %7.1f TFLOP/s (CUDA cores, f32)\n",
-                ms * 1e3, flops / ms / 1e9);
+    for (const auto& k : kernels) {
+      k.ops->BeginStep(batch);
+      const double ms = TimeMs(static_cast<cudaStream_t>(AsCudaOps(k.ops)->stream()),
+                               [&] { k.ops->Attention(q.t, kv, n_heads, 0.0884f, out.t); });
+      std::printf(
+          "attention prefill %4d tokens, one layer %9.1f us %7.1f TFLOP/s (%.0f%% of the GEMM ceiling; %s)\n",
+          tokens, ms * 1e3, flops / ms / 1e9, 100.0 * flops / ms / 1e9 / c.gemm_tflops, k.label);
+    }
   }
 
   // ---- decode-step estimate ----

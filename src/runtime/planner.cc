@@ -306,15 +306,16 @@ class Planner {
   int64_t min_pages_ = 0;
 };
 
-// The smallest budget in (lo, hi] for which `fits` holds (fits(hi) must hold), rounded up to
-// kBudgetResolution. Feasibility only grows with the budget, so bisection finds the edge.
-uint64_t SmallestBudget(uint64_t hi, const std::function<bool(uint64_t)>& fits) {
-  uint64_t lo = 0;
-  while (hi - lo > kBudgetResolution) {
+// The smallest multiple of kBudgetResolution for which `fits` holds (fits(top) must hold): one step of
+// the resolution less does not fit. Feasibility only grows with the budget, so bisection over the
+// multiples finds the edge.
+uint64_t SmallestBudget(uint64_t top, const std::function<bool(uint64_t)>& fits) {
+  uint64_t lo = 0, hi = (top + kBudgetResolution - 1) / kBudgetResolution;  // in units; fits(hi) holds
+  while (hi - lo > 1) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? hi : lo) = mid;
+    (fits(mid * kBudgetResolution) ? hi : lo) = mid;
   }
-  return RoundUp(hi, kBudgetResolution);
+  return hi * kBudgetResolution;
 }
 
 // "2416M": a value for --gpu-mem / --cpu-mem that is exactly enough.

@@ -23,8 +23,13 @@
 //     error <= u), two roundings: 4u |ref| plus the f32 error of the rotation (a few u32 max|x|).
 //   - attention: the f32 score error e <= HD u32 scale max_j sum_d |q_d k_jd| (plus exp2's 2 ulp) moves
 //     the output by at most 2 e max|v| (softmax weights change by a factor within e^±e); plus u |ref|.
+//     The tensor-core prefill kernel accumulates scores on tensor cores (4e, as for the GEMMs) and
+//     rounds each softmax weight p_j to bf16 before P V while its sum l stays f32: the output moves by
+//     sum_j w_j d_j v_jd with |d_j| <= u (w the exact weights), so it gets u (1 + u) sum_j w_j |v_jd| more
+//     (the existing budget cannot hold it: the output's own rounding already takes u |ref|).
 #include "backends/cuda/cuda_ops.h"
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -765,8 +770,33 @@ struct AttnCase {
   float q_gain = 1.0f;  // > 1 makes the softmax peaky, so that each key matters
 };
 
-class CudaAttentionTest : public CudaOpsTest {
+// The prefill kernel a CudaAttentionTest runs (CudaOpsOptions::prefill_attention_tensor_cores). Decode
+// rows take the same kernel either way; the simple kernels run with kCudaCores only.
+enum class PrefillKernel { kCudaCores, kTensorCores };
+
+class CudaAttentionTest : public CudaOpsTest, public ::testing::WithParamInterface<PrefillKernel> {
  protected:
+  void SetUp() override {
+    CudaOpsTest::SetUp();
+    if (IsSkipped()) return;
+    tensor_cores_ = GetParam() == PrefillKernel::kTensorCores;
+    if (tensor_cores_) {
+#ifdef HYMT_CUDA_EMU
+      GTEST_SKIP() << "tensor-core prefill kernel: the CPU emulator has no tensor cores";
+#else
+      cudaDeviceProp prop;
+      ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+      if (prop.major < 8)
+        GTEST_SKIP() << "tensor-core prefill kernel: needs sm_80 (bf16 mma), " << prop.name << " is sm_"
+                     << prop.major << prop.minor;
+#endif
+    }
+    CudaOpsOptions options;
+    options.prefill_attention_tensor_cores = tensor_cores_;
+    ops_ = CreateCudaOps(0, options);
+    cuda_ = AsCudaOps(ops_.get());
+  }
+
   struct Pools {
     std::unique_ptr<Buffer> k, v;
     KvLayerView view;
@@ -874,44 +904,74 @@ class CudaAttentionTest : public CudaOpsTest {
     EXPECT_EQ(std::memcmp(got_k.data(), host.view.k, pool_bytes), 0) << "K cache differs";
     EXPECT_EQ(std::memcmp(got_v.data(), host.view.v, pool_bytes), 0) << "V cache differs";
 
-    // Tolerance per (row, head, dim), from the worst score error of that (row, head).
+    // Tolerance per (row, head, dim), from the worst score error of that (row, head); with tensor cores
+    // also from the exact softmax weights w_j (double).
     std::vector<float> kvals(static_cast<size_t>(hd)), vvals(static_cast<size_t>(hd));
+    std::vector<double> scores, wv(static_cast<size_t>(hd));
     std::vector<float> tol(want.size());
     for (int64_t r = 0; r < rows; ++r) {
       const StepBatch::Seq& s = batch.seqs[static_cast<size_t>(batch.row_seq[r])];
       const int32_t pos = batch.positions[r];
       for (int h = 0; h < n_heads; ++h) {
         const int hk = h / c.group;
-        float max_qk = 0, max_v = 0;
-        for (int32_t j = 0; j <= pos; ++j) {
+        const float* qr = &q[static_cast<size_t>(r * q_width + h * hd)];
+        auto load_kv = [&](int32_t j) {  // position j of the sequence into kvals, vvals
           const int32_t page = batch.pages[static_cast<size_t>(s.first_page + j / c.page_size)];
           const size_t off =
               static_cast<size_t>(page) * host.view.PageBytes() +
               (static_cast<size_t>(hk) * c.page_size + j % c.page_size) * DTypeBytes(c.kv_type, hd);
           DequantizeRow(c.kv_type, static_cast<char*>(host.view.k) + off, kvals.data(), hd);
           DequantizeRow(c.kv_type, static_cast<char*>(host.view.v) + off, vvals.data(), hd);
+        };
+        float max_qk = 0, max_v = 0;
+        scores.assign(static_cast<size_t>(pos) + 1, 0.0);
+        for (int32_t j = 0; j <= pos; ++j) {
+          load_kv(j);
           float qk = 0;
           for (int d = 0; d < hd; ++d) {
-            qk += std::fabs(q[r * q_width + h * hd + d] * kvals[d]);
+            qk += std::fabs(qr[d] * kvals[d]);
+            scores[static_cast<size_t>(j)] += static_cast<double>(qr[d]) * kvals[d] * scale;
             max_v = std::max(max_v, std::fabs(vvals[d]));
           }
           max_qk = std::max(max_qk, qk);
         }
-        const float e = (hd + 4) * kU32 * scale * max_qk * 1.4427f + 4 * kU32;  // in log2 units
+        // sum_j w_j |v_jd|: what rounding the weights to bf16 can move the output by (tensor cores).
+        std::fill(wv.begin(), wv.end(), 0.0);
+        if (tensor_cores_) {
+          const double mx = *std::max_element(scores.begin(), scores.end());
+          double z = 0;
+          for (double& x : scores) z += (x = std::exp(x - mx));
+          for (int32_t j = 0; j <= pos; ++j) {
+            load_kv(j);
+            for (int d = 0; d < hd; ++d)
+              wv[static_cast<size_t>(d)] += scores[static_cast<size_t>(j)] / z * std::fabs(vvals[d]);
+          }
+        }
+        const float gamma = tensor_cores_ ? 4.0f * hd + 4 : hd + 4.0f;
+        const float e = gamma * kU32 * scale * max_qk * 1.4427f + 4 * kU32;  // in log2 units
         for (int d = 0; d < hd; ++d) {
           const size_t i = static_cast<size_t>(r * q_width + h * hd + d);
-          tol[i] = kU * std::fabs(want[i]) + (2 * e + 8 * kU32) * max_v;
+          tol[i] = kU * std::fabs(want[i]) + (2 * e + 8 * kU32) * max_v +
+                   kU * (1 + kU) * static_cast<float>(wv[static_cast<size_t>(d)]);
         }
       }
     }
-    BothPaths([&] {
+    auto check = [&] {
       DevTensor dq = Input(q, rows, q_width, q_width + 16);
       DevTensor out = NewTensor(rows, q_width, DType::kBF16, q_width + 8);
       ops_->Attention(dq.t, dev.view, n_heads, scale, out.t);
       EXPECT_TRUE(Close(Download(out.t), want, tol));
       EXPECT_TRUE(PaddingIntact(out.t));
-    });
+    };
+    if (tensor_cores_) {
+      SCOPED_TRACE("tensor-core prefill");
+      check();
+    } else {
+      BothPaths(check);
+    }
   }
+
+  bool tensor_cores_ = false;
 };
 
 // Decode rows (1..4 per sequence) and prefill chunks (more) in one batch, different n_past each.
@@ -919,46 +979,60 @@ std::vector<SeqSpec> MixedSeqs() {
   return {{1, 0}, {1, 37}, {3, 100}, {17, 0}, {64, 200}, {1, 700}, {4, 15}, {9, 33}};
 }
 
-TEST_F(CudaAttentionTest, Gqa1) {
+TEST_P(CudaAttentionTest, Gqa1) {
   Run({4, 1, 128, 16, DType::kBF16, MixedSeqs()});
 }
-TEST_F(CudaAttentionTest, Gqa2) {
+TEST_P(CudaAttentionTest, Gqa2) {
   Run({2, 2, 128, 16, DType::kBF16, MixedSeqs()});
 }
-TEST_F(CudaAttentionTest, Gqa4) {
+TEST_P(CudaAttentionTest, Gqa4) {
   Run({2, 4, 128, 16, DType::kBF16, MixedSeqs()});
 }
-TEST_F(CudaAttentionTest, Gqa8HeadDim64) {
+TEST_P(CudaAttentionTest, Gqa8HeadDim64) {
   Run({1, 8, 64, 16, DType::kBF16, MixedSeqs()});
 }
-TEST_F(CudaAttentionTest, Gqa3) {
+TEST_P(CudaAttentionTest, Gqa3) {
   Run({2, 3, 64, 8, DType::kBF16, MixedSeqs()});
 }
-TEST_F(CudaAttentionTest, F16Cache) {
+TEST_P(CudaAttentionTest, F16Cache) {
   Run({2, 4, 128, 16, DType::kF16, MixedSeqs()});
 }
-TEST_F(CudaAttentionTest, PeakySoftmax) {
+TEST_P(CudaAttentionTest, PeakySoftmax) {
   Run({2, 4, 128, 16, DType::kBF16, MixedSeqs(), 6.0f});
 }
-TEST_F(CudaAttentionTest, OddPageSize) {
+TEST_P(CudaAttentionTest, OddPageSize) {
   Run({2, 2, 64, 5, DType::kBF16, {{1, 3}, {2, 70}, {12, 9}}});
 }
 // Shapes only the simple kernel takes: head_dim 32 (the tiny fixtures), group 16, an f32 cache.
-TEST_F(CudaAttentionTest, SimpleOnlyShapes) {
+TEST_P(CudaAttentionTest, SimpleOnlyShapes) {
   Run({1, 4, 32, 16, DType::kBF16, MixedSeqs()});
   Run({1, 16, 64, 16, DType::kBF16, {{1, 50}, {7, 3}}});
   Run({2, 2, 64, 16, DType::kF32, {{1, 50}, {7, 3}}});
 }
 // Long contexts: the decode path with many splits, and a prefill chunk late in a long sequence.
-TEST_F(CudaAttentionTest, LongContext) {
+TEST_P(CudaAttentionTest, LongContext) {
   Run({2, 4, 128, 16, DType::kBF16, {{1, 8191}, {2, 4000}, {16, 8100}, {1, 2047}}});
 }
 // Many decode rows: 96 rows x 8 kv heads fill the GPU, so decode attention runs without splits.
-TEST_F(CudaAttentionTest, ManyDecodeRows) {
+TEST_P(CudaAttentionTest, ManyDecodeRows) {
   std::vector<SeqSpec> seqs;
   for (int i = 0; i < 96; ++i) seqs.push_back({1, 60 + 7 * i});
   Run({8, 4, 128, 16, DType::kBF16, seqs});
 }
+// Prefill chunks at GQA groups 1, 4 and 8: tiles shorter than the tile height (5, 6, 70 = 64 + 6 rows
+// at group 1), chunks that start mid-page and mid-K/V-tile (n_past 61, 90) and cross a 64-key boundary.
+TEST_P(CudaAttentionTest, PrefillChunks) {
+  const std::vector<SeqSpec> seqs = {{70, 0}, {5, 0}, {33, 90}, {6, 61}};
+  Run({2, 1, 128, 16, DType::kBF16, seqs});
+  Run({1, 4, 128, 16, DType::kBF16, seqs});
+  Run({1, 8, 128, 16, DType::kBF16, seqs});
+}
+
+INSTANTIATE_TEST_SUITE_P(, CudaAttentionTest,
+                         ::testing::Values(PrefillKernel::kCudaCores, PrefillKernel::kTensorCores),
+                         [](const ::testing::TestParamInfo<PrefillKernel>& info) {
+                           return info.param == PrefillKernel::kTensorCores ? "TensorCores" : "CudaCores";
+                         });
 
 // ---- SwiGlu, Add, GatherRows ----
 

@@ -1,6 +1,6 @@
 // Causal attention over the paged KV cache (layout [n_pages][n_kv_heads][page_size][head_dim]).
 //
-// Three kernels:
+// Four kernels:
 //   - decode (flash decoding): a block per (kv head, query row, context split). Its 128 threads form
 //     sub-groups of head_dim / 8 lanes, one cache position per sub-group at a time (16-byte K and V loads
 //     per lane); all q heads of the GQA group are scored against each K row while it is in registers, with
@@ -10,6 +10,11 @@
 //     threads each (each a quarter of head_dim); 64-position K/V tiles are staged in shared memory and
 //     shared by all pairs; online softmax over 16 keys at a time. CUDA cores, f32: flops 4 * rows * ctx/2 *
 //     head_dim * n_heads (causal), about a tenth of the step's matmul flops at 2k tokens.
+//   - prefill on tensor cores (sm_80+, bf16 cache; CudaOpsOptions::prefill_attention_tensor_cores): the
+//     same tiles and grid of (tile, kv head) blocks, FlashAttention-2 style with mma.sync m16n8k16 (bf16
+//     in, f32 accumulation): 4 warps of 16 (row, head) pairs each, K/V tiles of 64 positions in shared
+//     memory (double-buffered, cp.async). S, the online softmax and O stay in registers; P is rounded to
+//     bf16 for P V (the sum l is taken before rounding).
 //   - simple: a warp per (row, q head), one position at a time. The oracle and the path for shapes the
 //     fast kernels do not take (head_dim other than 64/128, groups above 8, f32 caches).
 // Scores use exp2 with q pre-scaled by scale * log2(e); softmax and sums are f32.
@@ -284,6 +289,289 @@ __global__ __launch_bounds__(kPrefillThreads) void AttnPrefillKernel(AttentionAr
   }
 }
 
+// ---- prefill on tensor cores ----
+// The CPU emulator (tools/cuda_emu) has no tensor cores: there, and on devices below sm_80 (no bf16
+// mma), the CUDA-core kernel above serves. Fragment layouts below are those of the PTX ISA for
+// mma.m16n8k16 with .bf16 ("Matrix Fragments for mma.m16n8k16"); lane = 4 gq + tq, and
+//   A (16x16, row-major): reg 0 = (row gq, cols 2tq, 2tq+1), reg 1 = row gq+8, regs 2, 3 = cols + 8;
+//   B (16x8, k x n):      reg 0 = (k 2tq, 2tq+1; n gq),     reg 1 = k + 8;
+//   C (16x8, f32):        c0, c1 = (row gq, cols 2tq, 2tq+1), c2, c3 = row gq+8;
+// the lower-indexed element of a pair sits in the low half of a register.
+#ifndef HYMT_CUDA_EMU
+
+constexpr int kTcWarps = 4;
+constexpr int kTcThreads = 32 * kTcWarps;
+constexpr int kTcPairs = 16 * kTcWarps;  // (row, head) pairs per block: one m16 tile per warp
+static_assert(kTcPairs == kPrefillPairs, "the tensor-core kernel takes the CUDA-core kernel's tiles");
+constexpr int kTcKeys = 64;  // positions per K/V tile
+constexpr int kTcPad = 8;  // shared rows padded by 16 bytes: the 8 rows an ldmatrix reads hit distinct banks
+
+// Dynamic shared memory: 2 stages x (K, V) x kTcKeys rows of head_dim + kTcPad bf16.
+constexpr size_t TcSmemBytes(int hd) {
+  return size_t{2} * 2 * kTcKeys * (hd + kTcPad) * sizeof(uint16_t);
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared, asynchronously; zeros instead when !valid (src is then not read).
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most n of this thread's committed groups are still in flight.
+template <int n>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
+}
+// Four 8x8 bf16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, which lands in r[i].
+__device__ __forceinline__ void LdMatrixX4(uint32_t r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+// The same, each matrix transposed (rows in shared memory become columns of the fragment).
+__device__ __forceinline__ void LdMatrixX4T(uint32_t r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+// c += A B for a 16x16 A and a 16x8 B (bf16), f32 accumulators.
+__device__ __forceinline__ void MmaBf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two floats as bf16 (round to nearest even) in one register, lo in the low half.
+__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  uint32_t r;
+  memcpy(&r, &h, 4);
+  return r;
+}
+#endif
+
+// 1-D grid of n_tiles * n_kv_heads blocks, kTcThreads threads, TcSmemBytes(HD) of dynamic shared memory.
+// Block b serves kv head b % n_kv_heads and tile n_tiles - 1 - b / n_kv_heads: a sequence's later tiles
+// see more keys, so they start first and the short ones fill the tail. Warp w holds pairs 16w..16w+15
+// (pair = tile row * group + head in group, as in AttnPrefillKernel); its lane owns pairs 16w + gq and
+// 16w + gq + 8, i.e. rows gq and gq + 8 of the warp's S and O tiles.
+template <int HD>
+__global__ __launch_bounds__(kTcThreads) void AttnPrefillTcKernel(AttentionArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int kStride = HD + kTcPad;                // elements per shared row
+  constexpr int kStage = 2 * kTcKeys * kStride;       // K then V
+  constexpr int kChunks = HD / 8;                     // 16-byte chunks per row
+  constexpr int kRowsPerPass = kTcThreads / kChunks;  // rows one pass of the block loads
+  constexpr int kDimSteps = HD / 16;                  // k-steps of Q K^T (and pairs of O's n-tiles)
+  constexpr int kKeyTiles = kTcKeys / 8;              // n-tiles of S
+  extern __shared__ __align__(16) uint16_t tc_smem[];
+
+  const int hk = static_cast<int>(blockIdx.x) % a.kv.n_kv_heads;
+  const PrefillTile tile = a.tiles[a.n_tiles - 1 - static_cast<int>(blockIdx.x) / a.kv.n_kv_heads];
+  const int group = a.n_heads / a.kv.n_kv_heads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int gq = lane / 4, tq = lane % 4;
+  const DevSeq seq = a.batch.seqs[tile.seq];
+  const int kv_end = a.batch.positions[tile.first_row + tile.n_rows - 1] + 1;
+
+  // This lane's two pairs. Pairs past the tile (short tiles, groups that are not powers of two) compute
+  // the tile's last row and store nothing.
+  int row[2], head[2], pos[2];
+  bool valid[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int pair = 16 * warp + gq + 8 * i;
+    const int rr = pair / group;
+    valid[i] = rr < tile.n_rows;
+    row[i] = tile.first_row + min(rr, tile.n_rows - 1);
+    head[i] = hk * group + pair % group;
+    pos[i] = a.batch.positions[row[i]];
+  }
+  // Q as A fragments, straight from global memory (read once): 4-byte words of 2 dims each.
+  uint32_t qf[kDimSteps][4];
+  {
+    const uint32_t* q0 = reinterpret_cast<const uint32_t*>(QRow(a, row[0], head[0], HD)) + tq;
+    const uint32_t* q1 = reinterpret_cast<const uint32_t*>(QRow(a, row[1], head[1], HD)) + tq;
+#pragma unroll
+    for (int ks = 0; ks < kDimSteps; ++ks) {
+      qf[ks][0] = q0[8 * ks];
+      qf[ks][1] = q1[8 * ks];
+      qf[ks][2] = q0[8 * ks + 4];
+      qf[ks][3] = q1[8 * ks + 4];
+    }
+  }
+  const float scale_log2 = a.scale * kLog2e;
+
+  // K/V tile kt (positions 64 kt ..) into stage `stage`: thread t copies chunk t % kChunks of rows
+  // t / kChunks + kRowsPerPass i. Positions at or past kv_end become zeros (V must stay finite: P is 0
+  // there, and 0 * NaN would not be).
+  const int64_t head_elems = static_cast<int64_t>(a.kv.page_size) * HD;
+  const int64_t page_elems = head_elems * a.kv.n_kv_heads;
+  const uint16_t* kpool = static_cast<const uint16_t*>(a.kv.k) + hk * head_elems;
+  const uint16_t* vpool = static_cast<const uint16_t*>(a.kv.v) + hk * head_elems;
+  const int chunk = threadIdx.x % kChunks, row0 = threadIdx.x / kChunks;
+  auto load_tile = [&](int kt, int stage) {
+    uint16_t* sk = tc_smem + stage * kStage + chunk * 8;
+    uint16_t* sv = sk + kTcKeys * kStride;
+#pragma unroll
+    for (int i = 0; i < kTcKeys / kRowsPerPass; ++i) {
+      const int kk = row0 + kRowsPerPass * i, j = kt * kTcKeys + kk;
+      const bool in = j < kv_end;
+      int64_t off = chunk * 8;
+      if (in)
+        off += a.batch.pages[seq.first_page + j / a.kv.page_size] * page_elems +
+               static_cast<int64_t>(j % a.kv.page_size) * HD;
+      CpAsync16(sk + kk * kStride, kpool + off, in);
+      CpAsync16(sv + kk * kStride, vpool + off, in);
+    }
+    CpAsyncCommit();
+  };
+
+  float o[HD / 8][4];  // O: n-tile n holds dims 8n..8n+7
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max of each row (log2 units), the same in a quad
+  float l[2] = {0.0f, 0.0f};            // this lane's part of each row's sum (its 2 columns per n-tile)
+  // Lane offsets of the ldmatrix row addresses (see the calls).
+  const int k_row = (lane & 7) + (lane >> 4) * 8, k_col = ((lane >> 3) & 1) * 8;
+  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
+
+  const int n_kv_tiles = (kv_end + kTcKeys - 1) / kTcKeys;
+  load_tile(0, 0);
+  for (int kt = 0; kt < n_kv_tiles; ++kt) {
+    const int stage = kt & 1;
+    if (kt + 1 < n_kv_tiles) {
+      load_tile(kt + 1, stage ^ 1);  // its stage was last read in iteration kt - 1, before the barrier
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();  // tile kt is in shared memory, from every thread's copies
+    const uint16_t* sk = tc_smem + stage * kStage;
+    const uint16_t* sv = sk + kTcKeys * kStride;
+
+    // S = Q K^T. One ldmatrix.x4 gives the B fragments of key n-tiles 2np, 2np + 1 for one k-step:
+    // matrices (keys +0..7, dims +0..7), (+0..7, +8..15), (+8..15, +0..7), (+8..15, +8..15).
+    float s[kKeyTiles][4];
+#pragma unroll
+    for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kDimSteps; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kKeyTiles / 2; ++np) {
+        uint32_t b[4];
+        LdMatrixX4(b, sk + (16 * np + k_row) * kStride + 16 * ks + k_col);
+        MmaBf16(s[2 * np], qf[ks], b[0], b[1]);
+        MmaBf16(s[2 * np + 1], qf[ks], b[2], b[3]);
+      }
+    }
+
+    // Scale to log2 units; mask keys past each row's position (only tiles that reach past a row).
+    const int k0 = kt * kTcKeys;
+    if (k0 + kTcKeys - 1 > min(pos[0], pos[1])) {
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = k0 + 8 * n + 2 * tq + (e & 1);
+          s[n][e] = j <= pos[e >> 1] ? s[n][e] * scale_log2 : -INFINITY;
+        }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+    }
+
+    // Online softmax per row: the max over the quad's 4 lanes (which hold the row's 64 keys).
+    float corr[2], mu[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float mx = m[i];
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+      mu[i] = mx == -INFINITY ? 0.0f : mx;  // all masked so far: keep exp2 finite
+      corr[i] = exp2f(m[i] - mu[i]);        // 0 on the first tile (m = -inf)
+      m[i] = mx;
+      l[i] *= corr[i];
+    }
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      o[n][0] *= corr[0], o[n][1] *= corr[0];
+      o[n][2] *= corr[1], o[n][3] *= corr[1];
+    }
+#pragma unroll
+    for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - mu[e >> 1]);
+        l[e >> 1] += s[n][e];
+      }
+
+      // O += P V, 16 keys per k-step. P's A fragment is S's C fragments of key n-tiles 2kk, 2kk + 1
+      // (rounded to bf16); one ldmatrix.x4.trans gives the B fragments of dim n-tiles 2dp, 2dp + 1:
+      // matrices (keys +0..7, dims +0..7), (+8..15, +0..7), (+0..7, +8..15), (+8..15, +8..15).
+#pragma unroll
+    for (int kk = 0; kk < kTcKeys / 16; ++kk) {
+      const uint32_t pa[4] = {PackBf16x2(s[2 * kk][0], s[2 * kk][1]), PackBf16x2(s[2 * kk][2], s[2 * kk][3]),
+                              PackBf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              PackBf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < kDimSteps; ++dp) {
+        uint32_t b[4];
+        LdMatrixX4T(b, sv + (16 * kk + v_row) * kStride + 16 * dp + v_col);
+        MmaBf16(o[2 * dp], pa, b[0], b[1]);
+        MmaBf16(o[2 * dp + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before the next iteration refills it
+  }
+
+  // O / l, rounded to bf16: each lane writes 2 dims per n-tile of its two rows.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = l[i];
+    sum += __shfl_xor_sync(kFullMask, sum, 1);
+    sum += __shfl_xor_sync(kFullMask, sum, 2);
+    const float inv = 1.0f / sum;  // key 0 is always visible, so sum > 0
+    if (valid[i]) {
+      uint32_t* out = reinterpret_cast<uint32_t*>(OutRow(a, row[i], head[i], HD)) + tq;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n) out[4 * n] = PackBf16(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+    }
+  }
+#endif
+}
+
+template <int HD>
+void LaunchPrefillTensorCores(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr size_t smem = TcSmemBytes(HD);
+  // Above 48 KB (head_dim 128) a kernel must opt in; cheap, and allowed inside a graph capture.
+  HYMT_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&AttnPrefillTcKernel<HD>),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const unsigned blocks = static_cast<unsigned>(a.n_tiles) * static_cast<unsigned>(a.kv.n_kv_heads);
+  AttnPrefillTcKernel<HD><<<blocks, kTcThreads, smem, stream>>>(a);
+  HYMT_CUDA_CHECK_LAUNCH();
+}
+
+#else  // HYMT_CUDA_EMU
+
+template <int HD>
+void LaunchPrefillTensorCores(const AttentionArgs&, cudaStream_t) {
+  Fail(ErrorCode::kUnsupported, "cuda: the tensor-core prefill kernel is not built in the CPU emulator");
+}
+
+#endif  // HYMT_CUDA_EMU
+
 __device__ __forceinline__ float KvElement(const void* pool, DType t, int64_t i) {
   switch (t) {
     case DType::kF32:
@@ -359,7 +647,9 @@ void LaunchFastT(const AttentionArgs& a, cudaStream_t stream) {
       HYMT_CUDA_CHECK_LAUNCH();
     }
   }
-  if (a.n_tiles > 0) {
+  if (a.n_tiles > 0 && a.prefill_tensor_cores) {
+    LaunchPrefillTensorCores<HD>(a, stream);
+  } else if (a.n_tiles > 0) {
     AttnPrefillKernel<kF16, HD><<<dim3(a.n_tiles, a.kv.n_kv_heads), kPrefillThreads, 0, stream>>>(a);
     HYMT_CUDA_CHECK_LAUNCH();
   }
@@ -373,6 +663,14 @@ bool AttentionFastSupported(const KvView& kv, int n_heads) {
          group >= 1 && group <= 8;
 }
 
+bool PrefillTensorCoresSupported(const KvView& kv, int n_heads, int cc_major) {
+#ifdef HYMT_CUDA_EMU
+  return false;
+#else
+  return cc_major >= 8 && kv.dtype == DType::kBF16 && AttentionFastSupported(kv, n_heads);
+#endif
+}
+
 int PrefillTileRows(int group) {
   int g = 1;
   while (g < group) g *= 2;
@@ -381,6 +679,8 @@ int PrefillTileRows(int group) {
 
 void LaunchAttentionFast(const AttentionArgs& a, cudaStream_t stream) {
   HYMT_CUDA_EXPECT(AttentionFastSupported(a.kv, a.n_heads));
+  HYMT_CUDA_EXPECT(!a.prefill_tensor_cores || a.kv.dtype == DType::kBF16,
+                   "the tensor-core prefill kernel reads ", "bf16 caches, not ", DTypeName(a.kv.dtype));
   const bool f16 = a.kv.dtype == DType::kF16;
   if (a.kv.head_dim == 64)
     f16 ? LaunchFastT<true, 64>(a, stream) : LaunchFastT<false, 64>(a, stream);

@@ -147,9 +147,13 @@ struct AttentionArgs {
   // Prefill path: tiles of query rows sharing each K/V tile.
   const PrefillTile* tiles = nullptr;  // device [n_tiles]
   int n_tiles = 0;
+  bool prefill_tensor_cores = false;  // the tiles on tensor cores (only where PrefillTensorCoresSupported)
 };
 // True when the fast decode and prefill kernels take this head_dim, group and KV type.
 bool AttentionFastSupported(const KvView& kv, int n_heads);
+// True when the tensor-core prefill kernel takes this cache and group on a device of compute capability
+// cc_major.x: sm_80+ (bf16 mma), a bf16 cache, and AttentionFastSupported; false in the CPU emulator.
+bool PrefillTensorCoresSupported(const KvView& kv, int n_heads, int cc_major);
 // Rows of one prefill tile for a GQA group size (the kernel handles 64 (row, head) pairs per block).
 int PrefillTileRows(int group);
 void LaunchAttentionFast(const AttentionArgs& args, cudaStream_t stream);

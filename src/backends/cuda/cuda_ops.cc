@@ -317,6 +317,7 @@ class CudaOpsImpl final : public CudaOps {
     cudaDeviceProp prop;
     HYMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     sm_count_ = prop.multiProcessorCount;
+    cc_major_ = prop.major;
     HYMT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     HYMT_CUBLAS_CHECK(cublasCreate(&cublas_));
     HYMT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
@@ -642,6 +643,8 @@ class CudaOpsImpl final : public CudaOps {
       a.n_decode = static_cast<int>(decode_rows_.size());
       a.tiles = tiles_dev_[v];
       a.n_tiles = static_cast<int>(tiles_[v].size());
+      a.prefill_tensor_cores = options_.prefill_attention_tensor_cores &&
+                               cuda::PrefillTensorCoresSupported(kvv, n_heads, cc_major_);
       a.n_splits = Splits(a.n_decode, n_heads, kv.n_kv_heads, kv.head_dim);
       a.partial_o = static_cast<float*>(attn_.get());
       a.partial_ml = a.partial_o + static_cast<size_t>(a.n_decode) * n_heads * a.n_splits * kv.head_dim;
@@ -1035,6 +1038,7 @@ class CudaOpsImpl final : public CudaOps {
   const int device_;
   const CudaOpsOptions options_;
   int sm_count_ = 0;
+  int cc_major_ = 0;  // compute capability (major), for kernels that need sm_80+
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceMemory cublas_ws_, dequant_, attn_, act_;

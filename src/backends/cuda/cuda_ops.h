@@ -69,6 +69,11 @@ struct CudaOpsOptions {
   // (exact activations, but more instructions per weight than an SM issues at full bandwidth).
   bool q4k_int8_activations = true;
   size_t activation_scratch_bytes = size_t{1} << 20;  // the int8 activations of one GEMV call
+  // Prefill attention on tensor cores (bf16 mma.sync, f32 scores, softmax and accumulation) where the
+  // device has them (sm_80+) and the KV cache is bf16. The softmax weights are rounded to bf16 before
+  // they multiply V (output error <= 2^-8 sum_j w_j |v_j| on top of the f32 kernel's). Off: the
+  // CUDA-core kernel, f32 throughout and about ten times slower.
+  bool prefill_attention_tensor_cores = true;
 };
 
 // Device bytes an instance with these options allocates itself.
