@@ -20,6 +20,7 @@ void AddSessionOptions(Args& args) {
       .Option("plan-mode", "force a memory mode: resident, partial, streamed or cpu (default: the planner's)")
       .Option("gpu-layers", "partial and streamed plans: layers resident on the GPU (-1: the planner's)", "-1")
       .Option("ring-depth", "streamed plans: GPU slots for streamed layers (0: the planner's)", "0")
+      .Option("cuda-graphs", "decode steps on one CUDA device as CUDA graphs: on or off", "on")
       .Option("normalize", "tokenizer input normalisation: none or nfc (default: the tokenizer's own)");
 }
 
@@ -37,6 +38,10 @@ SessionOptions SessionOptionsFromArgs(const Args& args) {
   o.plan_mode = args.Get("plan-mode");
   o.gpu_layers = static_cast<int>(args.GetInt("gpu-layers"));
   o.ring_depth = static_cast<int>(args.GetInt("ring-depth"));
+  const std::string graphs = args.Get("cuda-graphs");
+  if (graphs != "on" && graphs != "off")
+    Fail(ErrorCode::kInvalidArgument, "--cuda-graphs takes on or off, not '", graphs, "'");
+  o.cuda_graphs = graphs == "on";
   o.load.normalize = args.Get("normalize");
   if (!o.load.normalize.empty() && o.load.normalize != "none" && o.load.normalize != "nfc")
     Fail(ErrorCode::kInvalidArgument, "--normalize must be none or nfc");

@@ -4,7 +4,8 @@
 # against transformers, and runs hymt and transformers side by side at the 7B shape. Stages are
 # independent and time-boxed; the whole call stays under BUDGET seconds. Results go to $OUT.
 #   tools/device/gpu_run.sh [STAGES]   STAGES: comma-separated subset of
-#       fixtures,gpu,random,parity,cpuparity,hfbench,hymtbench,demo,budgets   (default: all but budgets)
+#       fixtures,gpu,random,parity,cpuparity,hfbench,hymtbench,profile,demo,budgets
+#       (default: all but profile and budgets)
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/hymt-out}
@@ -74,6 +75,19 @@ if [[ -f $R7B/config.json && -x $HYMT ]]; then
     done
   fi
 fi
+# Nsight Systems over a bf16 bench (batch-1 decode, one 2,048-token prefill): time per kernel.
+if has profile && [[ -f $R7B/config.json && -x $HYMT ]]; then
+  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
+    /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+  if [[ -n $NSYS ]]; then
+    stage profile 120 "$NSYS" profile -o "$W/prof" --force-overwrite true --trace cuda "$HYMT" bench --model "$R7B" \
+      --device cuda --batches 1 --prompt 48 --gen 256 --prefill-seqs 1 --prefill-len 2048
+    stage profstats 90 "$NSYS" stats --report cuda_gpu_kern_sum,cuda_api_sum --format csv -o "$W/prof" "$W/prof.nsys-rep"
+    for f in "$W"/prof_*.csv; do [[ -f $f ]] && head -25 "$f" | cut -c1-220 >>"$W/summary.txt"; done
+  else
+    log "profile: no nsys on this host"
+  fi
+fi
 if has demo && [[ -x $HYMT ]]; then
   stage demo 60 bash -c "for m in models/demo; do for d in 'en zh' 'en de'; do set -- \$d;
     $HYMT translate --model \$m --device cuda --from \$1 --to \$2 'The house is big.' --quiet; done; done;
@@ -85,7 +99,7 @@ if has fixtures; then wait $FIX_PID; log "fixtures: $(tail -1 $W/fixtures.log)";
 log "done"
 # At most 8 files come back: the summary, everything small in one archive, the fixtures in another.
 (cd "$W" && tar czf "$OUT/results.tar.gz" --exclude='*.f32' --exclude='*.gguf' --exclude=r7b --exclude=fixtures \
-  --exclude='build*' .)
+  --exclude='build*' --exclude='*.nsys-rep' --exclude='*.sqlite' .)
 [[ -d $W/fixtures ]] && tar czf "$OUT/fixtures.tar.gz" -C "$W" fixtures
 cp "$W/summary.txt" "$OUT/summary.txt"
 tail -n 150 "$W/summary.txt"
