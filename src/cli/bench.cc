@@ -95,6 +95,12 @@ std::vector<int> ParseIntList(const std::string& s) {
   return out;
 }
 
+std::string FormatFixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
 #ifdef HYMT_HAVE_CUDA
 // This process's device memory as nvidia-smi reports it (bytes), or -1 when it is not listed.
 int64_t ProcessDeviceBytes() {
@@ -185,8 +191,23 @@ int RunBench(int argc, char** argv) {
   // token over the whole run, prefill included (what `generate` throughput usually means).
   std::printf("%-22s %12s %12s %12s %14s\n", "decode run", "decode tok/s", "of roofline", "all-in tok/s",
               "first token");
+  std::string step_split;
   for (int b : batches) {
+    const EngineStats before = engine.stats();
     RunStats r = RunBatch(engine, vocab, b, prompt, gen, 100 + b);
+    if (b == 1) {
+      const EngineStats after = engine.stats();
+      const double steps = static_cast<double>(std::max<int64_t>(1, after.steps - before.steps));
+      const double step_ms = (after.step_ns - before.step_ns) / 1e6 / steps;
+      const double issue_ms = (after.forward_issue_ns - before.forward_issue_ns) / 1e6 / steps;
+      const double select_ms = (after.select_ns - before.select_ns) / 1e6 / steps;
+      step_split = StrCat("batch-1 step: ", FormatFixed(step_ms, 3), " ms = issue ", FormatFixed(issue_ms, 3),
+                          " + token selection (waits for the device) ", FormatFixed(select_ms, 3), " + bookkeeping ",
+                          FormatFixed(step_ms - issue_ms - select_ms, 3), " ms");
+      out.Set("batch1_step_ms", Json(step_ms));
+      out.Set("batch1_issue_ms", Json(issue_ms));
+      out.Set("batch1_select_ms", Json(select_ms));
+    }
     const double frac = b == 1 ? r.decode_tok_s / roofline : 0;
     char of_buf[32] = "-";
     if (b == 1) std::snprintf(of_buf, sizeof of_buf, "%.1f%%", 100 * frac);
@@ -202,6 +223,7 @@ int RunBench(int argc, char** argv) {
     decode.Push(std::move(j));
   }
   out.Set("decode", std::move(decode));
+  if (!step_split.empty()) std::printf("%s\n", step_split.c_str());
 
   // Prefill: many sequences of plen tokens, one new token each (the logits of the last position).
   RunStats p = RunBatch(engine, vocab, pseqs, plen, 1, 999);

@@ -193,6 +193,9 @@ EngineStats Engine::stats() const {
   s.preemptions = stat_preemptions_.load();
   s.graph_replays = stat_graph_replays_.load();
   s.graph_captures = stat_graph_captures_.load();
+  s.step_ns = stat_step_ns_.load();
+  s.forward_issue_ns = stat_forward_ns_.load();
+  s.select_ns = stat_select_ns_.load();
   s.decode_tokens_per_second = stat_rate_.load();
   return s;
 }
@@ -338,6 +341,7 @@ void Engine::Preempt(Sequence& victim) {
 }
 
 void Engine::Step() {
+  const auto t_begin = Clock::now();
   // Cancellations and deadlines take effect at the step boundary.
   std::vector<uint64_t> cancels;
   {
@@ -441,6 +445,7 @@ void Engine::Step() {
 
   const auto t0 = Clock::now();
   RunForward(plan, rows);
+  const auto t_issued = Clock::now();
   stat_steps_.fetch_add(1);
 
   // Sample for the sequences whose fed tokens reached their end, on the head's device (only ids come
@@ -462,8 +467,13 @@ void Engine::Step() {
     specs.push_back(s.sampler->NextSpec(s.tokens));
   }
   std::vector<int32_t> next(sampling.size());
+  const auto t_select = Clock::now();
   if (!sampling.empty())
     placement_.head->SampleTokens(logits_.Rows(0, static_cast<int64_t>(sampling.size())), specs, n_valid, next);
+  const auto t_selected = Clock::now();
+  auto ns = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
+  stat_forward_ns_.fetch_add(ns(t_issued - t0));
+  stat_select_ns_.fetch_add(ns(t_selected - t_select));
   const int64_t sampled = static_cast<int64_t>(sampling.size());
   std::vector<std::pair<Sequence*, FinishReason>> finished;
   std::vector<Sequence*> failed;
@@ -498,6 +508,8 @@ void Engine::Step() {
       finished.emplace_back(&s, FinishReason::kRepetition);
     }
   }
+  // Counted before the callbacks of finished sequences run, so a caller woken by them sees this step.
+  stat_step_ns_.fetch_add(ns(Clock::now() - t_begin));
   for (auto& [s, reason] : finished) Finish(*s, reason);
   for (Sequence* s : failed)
     Finish(*s, FinishReason::kError,

@@ -97,6 +97,12 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t graph_replays = 0;       // decode steps that replayed a CUDA graph
   int64_t graph_captures = 0;      // decode steps captured into a new graph
+  // Where the engine thread's time goes (since start, nanoseconds): whole steps, issuing the forward
+  // pass (host work; on a GPU the kernels run behind it), and token selection (on a GPU this waits for
+  // the step's kernels to finish). Steps minus the two is the host's bookkeeping.
+  int64_t step_ns = 0;
+  int64_t forward_issue_ns = 0;
+  int64_t select_ns = 0;
   double decode_tokens_per_second = 0;  // recent rate (exponential average over steps)
 };
 
@@ -165,7 +171,8 @@ class Engine {
 
   std::vector<std::unique_ptr<Sequence>> running_;  // engine thread only
   std::atomic<int64_t> stat_running_{0}, stat_generated_{0}, stat_prompt_{0}, stat_steps_{0},
-      stat_preemptions_{0}, stat_pages_used_{0}, stat_graph_replays_{0}, stat_graph_captures_{0};
+      stat_preemptions_{0}, stat_pages_used_{0}, stat_graph_replays_{0}, stat_graph_captures_{0}, stat_step_ns_{0},
+      stat_forward_ns_{0}, stat_select_ns_{0};
   std::atomic<double> stat_rate_{0};
   std::thread thread_;
 };
