@@ -398,7 +398,8 @@ void Run(bool quick, bool smoke) {
 
   // ---- prefill ----
   std::printf(
-      "\n== prefill: MatMul of 512 rows (tensor cores) and causal attention over a 512-token prompt\n");
+      "\n== prefill: MatMul of 512 rows (tensor cores) and causal attention over prompts of 512 and 2048 "
+      "tokens\n");
   const int64_t pm = smoke ? 40 : 512, pn = smoke ? 320 : 14336, pk = smoke ? 256 : 4096;
   for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_K}) {
     WeightSet ws = MakeWeights(ops, t, pn, pk, 0);

@@ -14,10 +14,11 @@
 //     same tiles and grid of (tile, kv head) blocks, FlashAttention-2 style with mma.sync m16n8k16 (bf16
 //     in, f32 accumulation): 4 warps of 16 (row, head) pairs each, K/V tiles of 64 positions in shared
 //     memory (double-buffered, cp.async). S, the online softmax and O stay in registers; P is rounded to
-//     bf16 for P V (the sum l is taken before rounding).
+//     bf16 for P V (the sum l is taken before rounding). bench/cuda_kernels prints both prefill kernels.
 //   - simple: a warp per (row, q head), one position at a time. The oracle and the path for shapes the
 //     fast kernels do not take (head_dim other than 64/128, groups above 8, f32 caches).
-// Scores use exp2 with q pre-scaled by scale * log2(e); softmax and sums are f32.
+// Scores use exp2 with q pre-scaled by scale * log2(e) (the tensor-core kernel scales S instead, so that Q
+// enters the mma exact); softmax and sums are f32.
 #include "backends/cuda/cuda_device.cuh"
 
 namespace hymt::cuda {
@@ -304,6 +305,8 @@ constexpr int kTcThreads = 32 * kTcWarps;
 constexpr int kTcPairs = 16 * kTcWarps;  // (row, head) pairs per block: one m16 tile per warp
 static_assert(kTcPairs == kPrefillPairs, "the tensor-core kernel takes the CUDA-core kernel's tiles");
 constexpr int kTcKeys = 64;  // positions per K/V tile
+// Blocks per SM the registers must allow (at most 168 a thread): three fit an H100/H200's shared memory.
+constexpr int kTcMinBlocks = 3;
 constexpr int kTcPad = 8;  // shared rows padded by 16 bytes: the 8 rows an ldmatrix reads hit distinct banks
 
 // Dynamic shared memory: 2 stages x (K, V) x kTcKeys rows of head_dim + kTcPad bf16.
@@ -363,7 +366,7 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
 // (pair = tile row * group + head in group, as in AttnPrefillKernel); its lane owns pairs 16w + gq and
 // 16w + gq + 8, i.e. rows gq and gq + 8 of the warp's S and O tiles.
 template <int HD>
-__global__ __launch_bounds__(kTcThreads) void AttnPrefillTcKernel(AttentionArgs a) {
+__global__ __launch_bounds__(kTcThreads, kTcMinBlocks) void AttnPrefillTcKernel(AttentionArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kStride = HD + kTcPad;                // elements per shared row
   constexpr int kStage = 2 * kTcKeys * kStride;       // K then V
@@ -510,16 +513,17 @@ __global__ __launch_bounds__(kTcThreads) void AttnPrefillTcKernel(AttentionArgs 
       o[n][2] *= corr[1], o[n][3] *= corr[1];
     }
 #pragma unroll
-    for (int n = 0; n < kKeyTiles; ++n)
+    for (int n = 0; n < kKeyTiles; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         s[n][e] = exp2f(s[n][e] - mu[e >> 1]);
         l[e >> 1] += s[n][e];
       }
+    }
 
-      // O += P V, 16 keys per k-step. P's A fragment is S's C fragments of key n-tiles 2kk, 2kk + 1
-      // (rounded to bf16); one ldmatrix.x4.trans gives the B fragments of dim n-tiles 2dp, 2dp + 1:
-      // matrices (keys +0..7, dims +0..7), (+8..15, +0..7), (+0..7, +8..15), (+8..15, +8..15).
+    // O += P V, 16 keys per k-step. P's A fragment is S's C fragments of key n-tiles 2kk, 2kk + 1
+    // (rounded to bf16); one ldmatrix.x4.trans gives the B fragments of dim n-tiles 2dp, 2dp + 1:
+    // matrices (keys +0..7, dims +0..7), (+8..15, +0..7), (+0..7, +8..15), (+8..15, +8..15).
 #pragma unroll
     for (int kk = 0; kk < kTcKeys / 16; ++kk) {
       const uint32_t pa[4] = {PackBf16x2(s[2 * kk][0], s[2 * kk][1]), PackBf16x2(s[2 * kk][2], s[2 * kk][3]),

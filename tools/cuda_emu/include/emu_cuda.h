@@ -109,6 +109,19 @@ uint64_t& ShuffleSlot(int thread);
 inline void __syncthreads() {
   emu::Syncthreads();
 }
+// Every thread of the block passes its predicate through its shuffle slot; all see the OR.
+inline int __syncthreads_or(int predicate) {
+  const int t = emu::CurrentThread();
+  const int n = static_cast<int>(blockDim.x * blockDim.y * blockDim.z);
+  emu::Syncthreads();
+  emu::ShuffleSlot(t) = predicate != 0;
+  emu::Syncthreads();
+  int any = 0;
+  for (int i = 0; i < n; ++i) any |= emu::ShuffleSlot(i) != 0;
+  emu::Syncthreads();
+  return any;
+}
+using std::isfinite;
 template <typename T>
 T __shfl_xor_sync(unsigned, T v, int lane_mask, int = 32) {
   static_assert(sizeof(T) <= 8);
