@@ -68,6 +68,8 @@ if [[ -f $R7B/config.json && -x $HYMT ]]; then
   if has hymtbench; then
     stage bench_bf16 90 "$HYMT" bench --model "$R7B" --device cuda --batches 1,256 --prompt 48 --gen 64 \
       --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_bf16.json"
+    stage bench_bf16_nographs 60 "$HYMT" bench --model "$R7B" --device cuda --batches 1 --prompt 48 --gen 64 \
+      --prefill-seqs 1 --prefill-len 48 --cuda-graphs off --json "$W/bench_bf16_nographs.json"
     wait $QPID; log "quantize: $(tail -c 300 $W/quantize.log | tr '\r\n' '  ')"
     for t in q4_k_m q8_0; do
       [[ -f $W/r7b-$t.gguf ]] && stage bench_$t 75 "$HYMT" bench --model "$W/r7b-$t.gguf" --device cuda --batches 1,256 \
