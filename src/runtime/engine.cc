@@ -21,13 +21,20 @@ namespace hymt {
 // them), otherwise the step is captured again. Page tables are padded to kGraphPageQuantum pages per
 // sequence (with the sequence's last page; attention reads only the pages its context covers) so that a
 // growing context keeps the graph's shapes for 1,024 tokens at a time.
+// Each instantiated graph holds device memory (a few MiB for the 7B's ~650 kernels), so at most
+// kMaxGraphs are kept, the least recently used going first; the planner reserves kGpuGraphBytes for them.
 struct Engine::Graphs {
 #ifdef HYMT_HAVE_CUDA
+  struct Entry {
+    std::unique_ptr<CudaGraph> graph;
+    uint64_t last_use = 0;
+  };
   CudaOps* cuda = nullptr;
-  std::map<int32_t, std::unique_ptr<CudaGraph>> by_batch;
+  std::map<int32_t, Entry> by_batch;
+  uint64_t clock = 0;
 #endif
   static constexpr int32_t kGraphPageQuantum = 64;
-  static constexpr size_t kMaxGraphs = 64;  // distinct batch sizes kept; beyond, steps run eagerly
+  static constexpr size_t kMaxGraphs = kMaxCudaGraphs;
 };
 
 
@@ -590,7 +597,8 @@ bool Engine::ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids,
   auto it = graphs_->by_batch.find(key);
   if (it != graphs_->by_batch.end()) {
     bool ran = false;
-    cuda.BeginReplay(*it->second);
+    it->second.last_use = ++graphs_->clock;
+    cuda.BeginReplay(*it->second.graph);
     try {
       ForwardOps(batch, ids, logit_rows);
     } catch (...) {
@@ -604,7 +612,11 @@ bool Engine::ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids,
     }
     graphs_->by_batch.erase(it);  // the shapes moved on (a longer context bucket): capture again
   }
-  if (graphs_->by_batch.size() >= Graphs::kMaxGraphs) return false;
+  if (graphs_->by_batch.size() >= Graphs::kMaxGraphs) {
+    auto oldest = std::min_element(graphs_->by_batch.begin(), graphs_->by_batch.end(),
+                                   [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
+    graphs_->by_batch.erase(oldest);  // its memory returns once its last launch has finished
+  }
   cuda.BeginCapture();
   std::unique_ptr<CudaGraph> g;
   try {
@@ -622,7 +634,7 @@ bool Engine::ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids,
     return false;
   }
   stat_graph_captures_.fetch_add(1);
-  graphs_->by_batch[key] = std::move(g);
+  graphs_->by_batch[key] = Graphs::Entry{std::move(g), ++graphs_->clock};
   return true;
 #else
   (void)batch;

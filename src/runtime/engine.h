@@ -60,6 +60,9 @@ struct GenerationRequest {
   std::function<void(const GenerationResult&)> on_done;
 };
 
+// Decode-step CUDA graphs an engine keeps at once (one per batch size, least recently used dropped).
+inline constexpr size_t kMaxCudaGraphs = 8;
+
 struct EngineOptions {
   int32_t max_seqs = 32;          // sequences running at once
   int32_t max_step_tokens = 256;  // rows per forward step (prefill chunks plus decode tokens)

@@ -561,7 +561,7 @@ std::string Plan::Table(const ModelConfig& c) const {
   if (mode == "streamed") row("streaming ring, pinned", bytes(gpu_ring_bytes), bytes(cpu_pinned_bytes));
   row("KV cache", bytes(gpu_kv_bytes), bytes(cpu_kv_bytes));
   row("activations, logits", bytes(gpu_scratch_bytes), bytes(cpu_scratch_bytes));
-  row("context, workspaces", bytes(gpu_fixed_bytes), "-");
+  row("context, graphs, scratch", bytes(gpu_fixed_bytes), "-");
   row("total", bytes(gpu_total()), bytes(cpu_total()));
   row("budget", bytes(gpu_budget), cpu_budget ? FormatBytes(cpu_budget) : std::string("unlimited"));
   out += StrCat("  KV: ", kv_pages, " pages of ", page_size, " tokens (", kv_pages * page_size,

@@ -37,6 +37,10 @@ const char* LayerHomeName(LayerHome home);  // "cpu", "gpu", "streamed"
 // (tools/device/budgets.sh, tests/gpu/cuda_streaming_test.cc): ~600 MiB once the context exists and up to
 // ~40 MiB more once the 7B's GEMMs have run; 700 MiB keeps a margin.
 constexpr uint64_t kGpuContextBytes = uint64_t{700} << 20;
+// The decode steps' CUDA graphs (the engine keeps at most 8, kMaxCudaGraphs): each instantiated graph
+// holds device memory for its ~650 kernel nodes, measured at about 4 MiB on the H200 (a 6 GiB run with
+// 18 graphs alive held 6 MiB more than its plan); 64 MiB covers 8 with a margin.
+constexpr uint64_t kGpuGraphBytes = uint64_t{64} << 20;
 // The CUDA backend's fixed scratch with its default options (CudaOpsScratchBytes: cuBLAS workspace,
 // dequantisation slab, attention partials, staging). Session passes the real value when CUDA is built.
 constexpr uint64_t kGpuBackendScratchBytes = uint64_t{88} << 20;
@@ -99,7 +103,7 @@ struct PlanInput {
   bool gpu_can_stream = true;  // the GPU backend implements the streaming ops
   uint64_t gpu_free = 0;       // what the device reports free (bytes)
   uint64_t gpu_budget = 0;     // user budget (0: gpu_free minus a margin; capped at gpu_free)
-  uint64_t gpu_fixed_bytes = kGpuContextBytes + kGpuBackendScratchBytes;  // context + backend scratch
+  uint64_t gpu_fixed_bytes = kGpuContextBytes + kGpuGraphBytes + kGpuBackendScratchBytes;  // context, graphs, scratch
   uint64_t cpu_available = 0;        // host memory available (0: unknown, no host limit)
   uint64_t cpu_budget = 0;           // user budget (0: available minus kCpuMargin)
   std::string device = "auto";       // auto | cpu | gpu (gpu: fail rather than fall back to the CPU)

@@ -139,7 +139,7 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   if (!standin && o.device != "cpu" && CudaMemoryInfo(cuda_index, &free_b, &total_b)) {
     in.have_gpu = true;
     in.gpu_free = free_b;
-    in.gpu_fixed_bytes = kGpuContextBytes + CudaOpsScratchBytes(CudaOpsOptions{});
+    in.gpu_fixed_bytes = kGpuContextBytes + (o.cuda_graphs ? kGpuGraphBytes : 0) + CudaOpsScratchBytes(CudaOpsOptions{});
     gpu_bytes = [](DType t, int64_t rows, int64_t cols) { return CudaPreparedWeightBytes(t, rows, cols); };
   }
 #endif

@@ -312,7 +312,7 @@ TEST(Planner, TableNamesEveryPart) {
   const std::string t = PlanFor(in).Table(in.config);
   for (const char* want :
        {"plan: streamed, q4_k_m (quantised at load)", "weights", "streaming ring", "KV cache",
-        "activations, logits", "context, workspaces", "total", "budget", "predicted decode"})
+        "activations, logits", "context, graphs, scratch", "total", "budget", "predicted decode"})
     EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
 }
 
