@@ -10,6 +10,14 @@ namespace hymt {
 // buffer of `bytes` (make it several times the last-level cache); median of `repeats` passes after a
 // warm-up pass.
 double MeasureHostReadBandwidth(size_t bytes = size_t{1} << 30, int repeats = 5);
+// The fastest of those passes: the most the memory system gave in this run. Benchmarks on a shared
+// machine divide by it, so that a pass slowed by other jobs does not lower the ceiling.
+double MeasureHostReadBandwidthBest(size_t bytes = size_t{1} << 30, int repeats = 5);
+
+// f32 FMA peak of the host in GFLOP/s over every thread of the default pool: register-resident FMA loops
+// (AVX-512 where the CPU has it, else AVX2 + FMA), the fastest of `repeats` runs of a few ms. 0 when
+// the CPU has neither.
+double MeasureHostFmaPeak(int repeats = 30);
 
 // Peak resident memory of this process (VmHWM), in bytes.
 int64_t PeakResidentBytes();
