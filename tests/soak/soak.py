@@ -35,7 +35,7 @@ from hymt_server import Server, sse_events  # noqa: E402
 
 MAX_BODY = 1 << 20         # --max-body of the soaked server; the oversized requests exceed it
 WARMUP_SHARE = 0.10        # memory is judged after this share of the time,
-MIN_WARMUP_SECONDS = 20    # and not before this (the allocator's arenas fill in the first seconds)
+MIN_WARMUP_SECONDS = 20    # and not before this (RSS climbs in the first seconds of load, then holds)
 RSS_GROWTH_LIMIT = 0.05    # max RSS after the warm-up vs the first sample after it
 SAMPLE_SECONDS = 2.0       # RSS and descriptor sampling period
 FD_SETTLE_SECONDS = 20     # after the load, time for the server to close its connections
