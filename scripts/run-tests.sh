@@ -28,6 +28,7 @@ for t in tests/e2e/*.sh tests/e2e/*.py; do
     *.py) stage "e2e $(basename "$t" .py)" python3 "$t" "$BUILD" ;;
   esac
 done
+stage "soak 1 min" bash tests/soak/run.sh 1 "$BUILD"
 if [[ -f tests/web/run.sh ]]; then stage "browser" bash tests/web/run.sh "$BUILD"; fi
 
 # Sanitizer and fuzzing stages (scripts/sanitizer-tests.sh); HYMT_SANITIZERS=0 leaves them out.

@@ -2,6 +2,8 @@
 # Configures and builds a sanitizer build of only the targets a test stage needs (clang, -O1, no CUDA).
 #   scripts/sanitizer-build.sh asan DIR TARGET...   ASan+UBSan, with the libFuzzer targets (tests/fuzz)
 #   scripts/sanitizer-build.sh tsan DIR TARGET...   ThreadSanitizer
+# Without targets it only configures. HYMT_SANITIZER_CMAKE_FLAGS (e.g. -DHYMT_SERVER=OFF) is applied to
+# a new build folder and to an existing one, so that the folder follows the flags of the latest call.
 # Exits 2 (a skip) when clang or its sanitizer runtimes are missing.
 set -euo pipefail
 kind=$1
@@ -28,5 +30,7 @@ if [[ ! -f $dir/CMakeCache.txt ]]; then
     -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -ffp-contract=off" \
     -DCMAKE_C_FLAGS_SANITIZE="-O1 -ffp-contract=off" \
     -DHYMT_CUDA=OFF "${flags[@]}" ${HYMT_SANITIZER_CMAKE_FLAGS:-} >/dev/null
+elif [[ -n ${HYMT_SANITIZER_CMAKE_FLAGS:-} ]]; then
+  cmake -S . -B "$dir" ${HYMT_SANITIZER_CMAKE_FLAGS} >/dev/null
 fi
-cmake --build "$dir" -j "$(nproc)" --target "$@"
+if [[ $# -gt 0 ]]; then cmake --build "$dir" -j "$(nproc)" --target "$@"; fi

@@ -4,8 +4,11 @@
 # scratch folder; a crash, leak, timeout, out-of-memory or sanitizer report fails the run and leaves
 # the input in OUT/<target>/ (add it to the corpus as a regression once fixed).
 #   tests/fuzz/run.sh SECONDS [BUILD_DIR] [TARGET...]
-#   environment: HYMT_FUZZ_OUT (default BUILD_DIR/fuzz-out)
-# Prints, per target, executions and libFuzzer's final coverage (cov: edges, ft: features).
+#   TARGET: default every target the build has (http_request only with HYMT_SERVER=ON)
+#   environment: HYMT_FUZZ_OUT (default BUILD_DIR/fuzz-out); HYMT_SANITIZER_CMAKE_FLAGS (as in
+#   scripts/sanitizer-build.sh, e.g. -DHYMT_SERVER=ON)
+# Prints, per target, executions, exec/s, libFuzzer's final coverage (cov: edges, ft: features), the
+# corpus at the end (inputs/size) and the peak RSS.
 set -uo pipefail
 seconds=${1:?usage: tests/fuzz/run.sh SECONDS [BUILD_DIR] [TARGET...]}
 build=${2:-build-asan}
@@ -13,14 +16,20 @@ shift $(( $# >= 2 ? 2 : 1 ))
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 
-targets=("$@")
-if [[ ${#targets[@]} -eq 0 ]]; then
-  for d in tests/fuzz/corpus/*/; do targets+=("$(basename "$d")"); done
-fi
-scripts/sanitizer-build.sh asan "$build" "${targets[@]/#/fuzz_}"
+scripts/sanitizer-build.sh asan "$build"  # configure only: it lists the targets the build has
 rc=$?
 if [[ $rc -eq 2 ]]; then exit 0; fi  # no clang: skipped with a message
 if [[ $rc -ne 0 ]]; then exit $rc; fi
+mapfile -t configured <"$build/fuzz/targets.txt"
+targets=("$@")
+if [[ ${#targets[@]} -eq 0 ]]; then targets=("${configured[@]}"); fi
+for t in "${targets[@]}"; do
+  if [[ " ${configured[*]} " != *" $t "* ]]; then
+    echo "fuzz: $build has no target '$t' (it has: ${configured[*]}; http_request needs HYMT_SERVER=ON)" >&2
+    exit 1
+  fi
+done
+scripts/sanitizer-build.sh asan "$build" "${targets[@]/#/fuzz_}" || exit $?
 
 out=${HYMT_FUZZ_OUT:-$build/fuzz-out}
 rm -rf "$out"
@@ -39,11 +48,15 @@ run_one() {
   local done_line execs
   done_line=$(grep -E '^#[0-9]+.* cov: ' "$out/$t/log" | tail -1)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$t/log" | tail -1)
-  local cov ft
+  local cov ft corp rate rss
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$done_line")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$done_line")
+  corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[a-zA-Z]*\).*/\1/p' <<<"$done_line")
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out/$t/log" | tail -1)
+  rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$out/$t/log" | tail -1)
   if [[ $rc -eq 0 ]]; then
-    printf '  %-16s ok      %10s execs  cov %6s  ft %6s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}"
+    printf '  %-16s ok      %10s execs  %6s exec/s  cov %6s  ft %6s  corp %12s  peak RSS %5s MB\n' "$t" \
+      "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "${rss:-?}"
   else
     printf '  %-16s FAILED  (exit %s) see %s\n' "$t" "$rc" "$out/$t/log"
     grep -E 'ERROR|SUMMARY|property|terminate|what\(\)' "$out/$t/log" | head -5 | sed 's/^/      /'

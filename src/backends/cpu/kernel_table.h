@@ -41,19 +41,24 @@ constexpr int64_t kMatMulRowAlign = 64;
 
 // Activations of the integer GEMV, one row per token, quantised exactly as quant/'s QuantizeRow does
 // (quant/quant_dot.h: d = max|x| / 127, codes rounded to nearest even within [-127, 127]):
-//  simple formats (q4_0, q4_1, q5_0, q5_1, q8_0): n/32 BlockQ8_0 (f16 scale), followed by two f32
-//    arrays of n/32 for the kernels: d (the f16 scale widened) and s = d * sum(qs), which folds the offset
-//    of q4_0/q5_0 and the min of q4_1/q5_1 into one multiply per block;
+//  simple formats (q4_0, q4_1, q5_0, q5_1, q8_0): n/32 BlockQ8_0 (f16 scale), padded to a multiple of
+//    4 bytes (Q8ActFloatsOffset; a block is 34 bytes), followed by two f32 arrays of n/32 for the kernels:
+//    d (the f16 scale widened) and s = d * sum(qs), which folds the offset of q4_0/q5_0 and the min of
+//    q4_1/q5_1 into one multiply per block;
 //  K formats (q4_k, q5_k, q6_k): n/256 BlockQ8_K (f32 scale, bsums).
+// Both row sizes are multiples of 4 bytes, so that rows packed one after another keep their floats aligned.
 struct Q8ActRow {
   const BlockQ8_0* blocks;
   const float* d;
   const float* s;
 };
+constexpr size_t Q8ActFloatsOffset(int64_t k) {
+  return (static_cast<size_t>(k / 32) * sizeof(BlockQ8_0) + alignof(float) - 1) / alignof(float) *
+         alignof(float);
+}
 inline Q8ActRow ViewQ8ActRow(const void* row, int64_t k) {
-  const auto* blocks = static_cast<const BlockQ8_0*>(row);
-  const auto* d = reinterpret_cast<const float*>(blocks + k / 32);
-  return {blocks, d, d + k / 32};
+  const auto* d = reinterpret_cast<const float*>(static_cast<const uint8_t*>(row) + Q8ActFloatsOffset(k));
+  return {static_cast<const BlockQ8_0*>(row), d, d + k / 32};
 }
 
 // One (row, kv head) of attention: the `group` query heads that share kv head `kv_head` attend to

@@ -47,7 +47,7 @@ inline int RoundCode(float t) {
 void QuantizeQ8_0Act(const float* x, int64_t k, void* dst) {
   const int64_t nb = k / 32;
   auto* blocks = static_cast<BlockQ8_0*>(dst);
-  float* ds = reinterpret_cast<float*>(blocks + nb);
+  float* ds = reinterpret_cast<float*>(static_cast<uint8_t*>(dst) + Q8ActFloatsOffset(k));
   float* ss = ds + nb;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * 32;
@@ -838,8 +838,9 @@ void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, flo
 }  // namespace
 
 size_t QuantActRowBytes(DType w, int64_t k) {
+  static_assert(sizeof(BlockQ8_K) % alignof(float) == 0);
   return IsKFormat(w) ? static_cast<size_t>(k / kQKK) * sizeof(BlockQ8_K)
-                      : static_cast<size_t>(k / 32) * (sizeof(BlockQ8_0) + 2 * sizeof(float));
+                      : Q8ActFloatsOffset(k) + static_cast<size_t>(k / 32) * 2 * sizeof(float);
 }
 
 void QuantizeActRow(DType w, const float* x, int64_t k, void* dst) {
