@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Load test: wrk on loopback, 64 connections for 30 s against POST /translate with the demo model. Passes
 # when the server survives, answers only 200 and 503 (no socket errors, no timeouts), still serves and
-# has given back every KV page; prints p50/p99 (docs/BENCHMARKS-server.md has the numbers). A second,
+# has given back every KV page; prints p50/p99 (docs/BENCHMARKS.md, "Server load test", has the numbers). A second,
 # shorter run with --max-inflight 8 checks that overload is answered with 503 + Retry-After.
 #   tests/e2e/server_load.sh BUILD_DIR [SECONDS]
 set -uo pipefail

@@ -1,5 +1,5 @@
 // Language detection: per-language accuracy on every FLORES devtest line of the 38 languages, held to
-// floors a little below the measurement (the table in docs/BENCHMARKS-detect.md comes from this test's
+// floors a little below the measurement (the table in docs/BENCHMARKS.md, "Language detection accuracy" comes from this test's
 // output), plus Cantonese, Chinese scripts, candidates and bad input.
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 namespace hymt {
 namespace {
 
-// Accuracy floors in percent, about one point under what was measured (docs/BENCHMARKS-detect.md).
+// Accuracy floors in percent, about one point under what was measured (docs/BENCHMARKS.md, "Language detection accuracy").
 // Known-hard: ms/id (close standards of one language; CLD2 confuses them on 9-13% of lines) and yue:
 // FLORES's Cantonese is Standard Written Chinese in Traditional characters with almost none of the
 // colloquial characters the Cantonese check counts, so it reads as zh-Hant (no floor).
