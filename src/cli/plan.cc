@@ -37,7 +37,7 @@ int RunPlan(int argc, char** argv) {
   GpuBytesFn gpu_bytes;
 #ifdef HYMT_HAVE_CUDA
   gpu_bytes = [](DType t, int64_t rows, int64_t cols) { return CudaPreparedWeightBytes(t, rows, cols); };
-  in.gpu_fixed_bytes = kGpuContextBytes + kGpuGraphBytes + CudaOpsScratchBytes(CudaOpsOptions{});
+  in.gpu_fixed_bytes = kGpuContextBytes + CudaOpsScratchBytes(CudaOpsOptions{});
 #endif
   const std::string weight_type = args.Get("weight-type");
   if (args.Has("shape")) {

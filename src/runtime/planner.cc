@@ -225,6 +225,9 @@ class Planner {
     const DType gpu_act = in_.gpu_activation_type;
     if (uses_gpu) {
       p.gpu_fixed_bytes = in_.gpu_fixed_bytes;
+      const bool all_on_gpu = l.embed_on_gpu && l.head_on_gpu &&
+                              std::all_of(l.layers.begin(), l.layers.end(), [](LayerHome h) { return h == LayerHome::kGpu; });
+      if (all_on_gpu) p.gpu_fixed_bytes += in_.gpu_graph_bytes;
       p.gpu_scratch_bytes = Activations::Bytes(c_, l.step_tokens, gpu_act);
       if (l.head_on_gpu) p.gpu_scratch_bytes += DTypeBytes(gpu_act, vocab * l.max_seqs);
     }

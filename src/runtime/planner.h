@@ -103,7 +103,10 @@ struct PlanInput {
   bool gpu_can_stream = true;  // the GPU backend implements the streaming ops
   uint64_t gpu_free = 0;       // what the device reports free (bytes)
   uint64_t gpu_budget = 0;     // user budget (0: gpu_free minus a margin; capped at gpu_free)
-  uint64_t gpu_fixed_bytes = kGpuContextBytes + kGpuGraphBytes + kGpuBackendScratchBytes;  // context, graphs, scratch
+  uint64_t gpu_fixed_bytes = kGpuContextBytes + kGpuBackendScratchBytes;  // context + backend scratch
+  // Reserved for the decode steps' CUDA graphs on plans with everything on the GPU (the only ones the
+  // engine replays graphs for); 0 when graphs are off.
+  uint64_t gpu_graph_bytes = kGpuGraphBytes;
   uint64_t cpu_available = 0;        // host memory available (0: unknown, no host limit)
   uint64_t cpu_budget = 0;           // user budget (0: available minus kCpuMargin)
   std::string device = "auto";       // auto | cpu | gpu (gpu: fail rather than fall back to the CPU)

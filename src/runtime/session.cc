@@ -131,7 +131,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   if (standin) {
     if (o.gpu_mem == 0) Fail(ErrorCode::kInvalidArgument, "--device standin needs --gpu-mem");
     in.have_gpu = true;
-    in.gpu_fixed_bytes = 0;  // a stand-in has no context or library workspaces
+    in.gpu_fixed_bytes = 0;  // a stand-in has no context, library workspaces or graphs
+    in.gpu_graph_bytes = 0;
     in.gpu_activation_type = DType::kF32;
   }
 #ifdef HYMT_HAVE_CUDA
@@ -139,7 +140,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   if (!standin && o.device != "cpu" && CudaMemoryInfo(cuda_index, &free_b, &total_b)) {
     in.have_gpu = true;
     in.gpu_free = free_b;
-    in.gpu_fixed_bytes = kGpuContextBytes + (o.cuda_graphs ? kGpuGraphBytes : 0) + CudaOpsScratchBytes(CudaOpsOptions{});
+    in.gpu_fixed_bytes = kGpuContextBytes + CudaOpsScratchBytes(CudaOpsOptions{});
+    in.gpu_graph_bytes = o.cuda_graphs ? kGpuGraphBytes : 0;
     gpu_bytes = [](DType t, int64_t rows, int64_t cols) { return CudaPreparedWeightBytes(t, rows, cols); };
   }
 #endif
