@@ -41,6 +41,7 @@
 #include "core/status.h"
 #include "core/strings.h"
 #include "core/thread_pool.h"
+#include "runtime/ceilings.h"
 #include "ops/ops.h"
 #include "quant/blocks.h"
 
@@ -198,19 +199,9 @@ Stats ReadBandwidth::Measure(int sweeps) {
 #if defined(__x86_64__)
 // Register-resident loops of one instruction with 16 independent accumulators (more than latency x
 // throughput), so they run at the instruction's peak issue rate. (Unrolled explicitly: at -O2 the
-// accumulator array would otherwise live in memory.) FLOPs per instruction: FMA 16 lanes x
-// 2; vdpbf16ps 16 lanes x 2 pairs x 2; vpdpbusd 16 lanes x 4 byte pairs x 2 (integer ops).
-__attribute__((target("avx512f,fma"))) double PeakFma512(int64_t iters) {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
-  for (int64_t i = 0; i < iters; ++i)
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
-  float s = 0;
-  for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_ps(acc[i]);
-  return s;
-}
+// accumulator array would otherwise live in memory.) FLOPs per instruction: vdpbf16ps 16 lanes x 2
+// pairs x 2; vpdpbusd 16 lanes x 4 byte pairs x 2 (integer ops). The f32 FMA loops are the ones
+// `hymt bench` times (runtime/ceilings.h).
 __attribute__((target("avx512f,avx512bf16"))) double PeakBf16(int64_t iters) {
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
@@ -233,24 +224,12 @@ __attribute__((target("avx512f,avx512vnni"))) double PeakVnni(int64_t iters) {
   for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_epi32(acc[i]);
   return static_cast<double>(s);
 }
-__attribute__((target("avx2,fma"))) double PeakFma256(int64_t iters) {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
-  for (int64_t i = 0; i < iters; ++i)
-#pragma GCC unroll 16
-    for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
-  alignas(32) float out[8];
-  __m256 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
-  _mm256_store_ps(out, s);
-  return out[0];
-}
 #endif
 
 // GFLOP/s (or GOP/s) of fn(iters) on every thread of the pool at once; flops_per_iter per thread. Short
 // runs (a few ms, like one GEMM call) and many of them, for the reason given at kSliceBytes.
-Stats Peak(double (*fn)(int64_t), double flops_per_iter, int repeats) {
+template <typename Fn>
+Stats Peak(Fn fn, double flops_per_iter, int repeats) {
   ThreadPool& pool = DefaultThreadPool();
   const int64_t iters = 500'000;
   repeats *= 10;
@@ -535,14 +514,14 @@ int Main(int argc, char** argv) {
   Stats fma{}, bf16{}, vnni{};
 #if defined(__x86_64__)
   if (cpu::IsaSupported(cpu::Isa::kAvx512)) {
-    fma = Peak(&PeakFma512, 16 * 32, repeats);
+    fma = Peak(&HostFmaLoopAvx512, kHostFmaLoopAvx512Flops, repeats);
     bf16 = Peak(&PeakBf16, 16 * 64, repeats);
     vnni = Peak(&PeakVnni, 16 * 128, repeats);
     std::printf("  f32 FMA (zmm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
     std::printf("  vdpbf16ps peak         %8.1f GFLOP/s %s\n", bf16.median, Spread(bf16).c_str());
     std::printf("  vpdpbusd peak          %8.1f GOP/s   %s\n", vnni.median, Spread(vnni).c_str());
   } else if (cpu::IsaSupported(cpu::Isa::kAvx2)) {
-    fma = Peak(&PeakFma256, 12 * 16, repeats);
+    fma = Peak(&HostFmaLoopAvx2, kHostFmaLoopAvx2Flops, repeats);
     std::printf("  f32 FMA (ymm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
   }
 #endif

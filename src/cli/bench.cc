@@ -8,7 +8,6 @@
 #include <mutex>
 #include <random>
 #include <string>
-#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -101,19 +100,6 @@ std::string FormatFixed(double v, int digits) {
   return buf;
 }
 
-#ifdef HYMT_HAVE_CUDA
-// This process's device memory as nvidia-smi reports it (bytes), or -1 when it is not listed.
-int64_t ProcessDeviceBytes() {
-  FILE* p = popen("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null", "r");
-  if (p == nullptr) return -1;
-  int64_t found = -1;
-  long pid = 0, mib = 0;
-  while (std::fscanf(p, "%ld, %ld", &pid, &mib) == 2)
-    if (pid == static_cast<long>(getpid())) found = static_cast<int64_t>(mib) << 20;
-  pclose(p);
-  return found;
-}
-#endif
 
 }  // namespace
 
@@ -268,7 +254,7 @@ int RunBench(int argc, char** argv) {
   if (plan.mode != "cpu") {
     // The process's device memory as the driver reports it (context, library workspaces and every
     // allocation), against what the model needs: the weights on the device and the KV cache.
-    const int64_t used = ProcessDeviceBytes();
+    const int64_t used = CudaProcessMemoryBytes();
     int64_t device_weights = 0;
     ForEachTensor(c, session->model().model->mutable_weights(),
                   [&](const TensorSpec&, Weight& w) { device_weights += static_cast<int64_t>(w.bytes()); });

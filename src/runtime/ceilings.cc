@@ -21,10 +21,12 @@ namespace {
 
 std::vector<double> ReadPasses(size_t bytes, int repeats);
 
+}  // namespace
+
 #if defined(__x86_64__)
 // Sixteen (twelve) independent accumulators, more than FMA latency x throughput, so the loop issues at
 // the instruction's peak rate; 2 FLOPs per lane.
-__attribute__((target("avx512f,fma"))) float FmaLoop512(int64_t iters) {
+__attribute__((target("avx512f,fma"))) float HostFmaLoopAvx512(int64_t iters) {
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
@@ -35,7 +37,7 @@ __attribute__((target("avx512f,fma"))) float FmaLoop512(int64_t iters) {
   for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_ps(acc[i]);
   return s;
 }
-__attribute__((target("avx2,fma"))) float FmaLoop256(int64_t iters) {
+__attribute__((target("avx2,fma"))) float HostFmaLoopAvx2(int64_t iters) {
   __m256 acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
   const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
@@ -50,18 +52,16 @@ __attribute__((target("avx2,fma"))) float FmaLoop256(int64_t iters) {
 }
 #endif
 
-}  // namespace
-
 double MeasureHostFmaPeak(int repeats) {
 #if defined(__x86_64__)
   float (*loop)(int64_t) = nullptr;
   double flops_per_iter = 0;
   if (__builtin_cpu_supports("avx512f")) {
-    loop = FmaLoop512;
-    flops_per_iter = 16 * 16 * 2;
+    loop = HostFmaLoopAvx512;
+    flops_per_iter = kHostFmaLoopAvx512Flops;
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    loop = FmaLoop256;
-    flops_per_iter = 12 * 8 * 2;
+    loop = HostFmaLoopAvx2;
+    flops_per_iter = kHostFmaLoopAvx2Flops;
   }
   if (loop == nullptr) return 0;
   ThreadPool& pool = DefaultThreadPool();

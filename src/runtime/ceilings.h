@@ -19,6 +19,16 @@ double MeasureHostReadBandwidthBest(size_t bytes = size_t{1} << 30, int repeats 
 // the CPU has neither.
 double MeasureHostFmaPeak(int repeats = 30);
 
+#if defined(__x86_64__)
+// The loops MeasureHostFmaPeak times, for benchmarks that time them their own way: iters iterations of
+// register-resident FMAs (16 zmm accumulators: 512 FLOPs per iteration; 12 ymm: 192). The result
+// depends on every accumulator. Call only where the CPU has the instructions.
+float HostFmaLoopAvx512(int64_t iters);
+float HostFmaLoopAvx2(int64_t iters);
+inline constexpr double kHostFmaLoopAvx512Flops = 16 * 16 * 2;
+inline constexpr double kHostFmaLoopAvx2Flops = 12 * 8 * 2;
+#endif
+
 // Peak resident memory of this process (VmHWM), in bytes.
 int64_t PeakResidentBytes();
 // Resets that peak to the current resident size (so a measurement buffer freed before does not count).

@@ -9,7 +9,6 @@
 #include <future>
 #include <random>
 #include <string>
-#include <unistd.h>
 
 #include "backends/cuda/cuda_ops.h"
 #include "runtime/session.h"
@@ -23,20 +22,8 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 #define REQUIRE_GPU() \
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
 
-// This process's device memory as the driver reports it (bytes), or -1 when nvidia-smi cannot say.
-int64_t ProcessDeviceBytes() {
-  FILE* p = popen("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null", "r");
-  if (p == nullptr) return -1;
-  int64_t found = -1;
-  long pid = 0, mib = 0;
-  while (std::fscanf(p, "%ld, %ld", &pid, &mib) == 2)
-    if (pid == static_cast<long>(getpid())) found = static_cast<int64_t>(mib) * static_cast<int64_t>(kMiB);
-  pclose(p);
-  return found;
-}
-
 void ExpectWithinBudget(uint64_t budget) {
-  const int64_t used = ProcessDeviceBytes();
+  const int64_t used = CudaProcessMemoryBytes();
   if (used < 0) {
     std::printf("[cuda-streaming] nvidia-smi does not list this process: the budget is not checked\n");
     return;
@@ -46,14 +33,17 @@ void ExpectWithinBudget(uint64_t budget) {
   EXPECT_LE(static_cast<uint64_t>(used), budget);
 }
 
-std::vector<std::vector<int32_t>> Outputs(Engine& engine) {
-  std::mt19937 rng(5);
+// Greedy requests of random prompts, one per (prompt length, new tokens) pair, all submitted at once;
+// their generated tokens in submission order.
+std::vector<std::vector<int32_t>> Outputs(Engine& engine, const std::vector<std::pair<int, int>>& requests,
+                                          uint32_t seed) {
+  std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> tok(3, 999);
   std::vector<std::future<GenerationResult>> pending;
-  for (int n : {5, 17, 40}) {
+  for (const auto& [n, max_new] : requests) {
     GenerationRequest r;
     for (int i = 0; i < n; ++i) r.prompt.push_back(tok(rng));
-    r.max_new_tokens = 24;
+    r.max_new_tokens = max_new;
     r.sampling = SamplingParams::Greedy();
     auto promise = std::make_shared<std::promise<GenerationResult>>();
     pending.push_back(promise->get_future());
@@ -67,6 +57,11 @@ std::vector<std::vector<int32_t>> Outputs(Engine& engine) {
     out.push_back(g.tokens);
   }
   return out;
+}
+
+// Three short prompts, 24 new tokens each.
+std::vector<std::vector<int32_t>> Outputs(Engine& engine) {
+  return Outputs(engine, {{5, 24}, {17, 24}, {40, 24}}, 5);
 }
 
 SessionOptions Options(const std::string& mode, int gpu_layers, int depth) {
@@ -107,28 +102,8 @@ TEST(CudaStreaming, GraphedDecodeMatchesEager) {
   SessionOptions graphed = Options("resident", -1, 0);
   graphed.max_context = 1536;
   eager.max_context = 1536;
-  auto run = [](Engine& engine) {
-    std::vector<std::future<GenerationResult>> pending;
-    std::mt19937 rng(11);
-    std::uniform_int_distribution<int32_t> tok(3, 999);
-    for (int n : {3, 900, 30}) {
-      GenerationRequest r;
-      for (int i = 0; i < n; ++i) r.prompt.push_back(tok(rng));
-      r.max_new_tokens = n == 30 ? 12 : 150;
-      r.sampling = SamplingParams::Greedy();
-      auto promise = std::make_shared<std::promise<GenerationResult>>();
-      pending.push_back(promise->get_future());
-      r.on_done = [promise](const GenerationResult& g) { promise->set_value(g); };
-      engine.Submit(std::move(r));
-    }
-    std::vector<std::vector<int32_t>> out;
-    for (auto& f : pending) {
-      GenerationResult g = f.get();
-      EXPECT_NE(g.reason, FinishReason::kError) << g.error;
-      out.push_back(g.tokens);
-    }
-    return out;
-  };
+  // 900 + 150 tokens cross the graphs' page quantum (64 pages of 16); the 30-token one ends early.
+  auto run = [](Engine& engine) { return Outputs(engine, {{3, 150}, {900, 150}, {30, 12}}, 11); };
   auto e = Session::Open(eager);
   const auto want = run(e->engine());
   EXPECT_EQ(e->engine().stats().graph_replays, 0);

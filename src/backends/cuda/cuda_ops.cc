@@ -4,8 +4,10 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <initializer_list>
@@ -1090,6 +1092,17 @@ std::string CudaDeviceName(int device) {
     return "";
   }
   return prop.name;
+}
+
+int64_t CudaProcessMemoryBytes() {
+  FILE* p = popen("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null", "r");
+  if (p == nullptr) return -1;
+  int64_t found = -1;
+  long pid = 0, mib = 0;
+  while (std::fscanf(p, "%ld, %ld", &pid, &mib) == 2)
+    if (pid == static_cast<long>(getpid())) found = static_cast<int64_t>(mib) << 20;
+  pclose(p);
+  return found;
 }
 
 bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {

@@ -54,6 +54,11 @@ std::string CudaDeviceName(int device);
 // the device cannot be queried. Creates the device's context if the process has none yet.
 bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes);
 
+// Device memory this process holds as the driver reports it (nvidia-smi: context, library workspaces
+// and every allocation), in bytes; -1 when the driver does not list the process (no nvidia-smi, or a
+// PID namespace it cannot see into).
+int64_t CudaProcessMemoryBytes();
+
 // Device read bandwidth in GB/s measured now (a read-only kernel over 2 GiB): the ceiling decode divides by.
 double CudaReadBandwidth(int device);
 
