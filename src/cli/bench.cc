@@ -100,7 +100,6 @@ std::string FormatFixed(double v, int digits) {
   return buf;
 }
 
-
 }  // namespace
 
 int RunBench(int argc, char** argv) {
@@ -152,7 +151,8 @@ int RunBench(int argc, char** argv) {
     bw_what = "device read bandwidth";
   }
 #endif
-  if (bandwidth == 0) {
+  const bool on_host = bandwidth == 0;  // the weights are read from host memory
+  if (on_host) {
     bandwidth = host_bandwidth;
     bw_what = "host read bandwidth";  // the fastest of 5 passes over 4 GiB
   }
@@ -200,9 +200,7 @@ int RunBench(int argc, char** argv) {
       out.Set("batch1_select_ms", Json(select_ms));
     }
     const double frac = b == 1 ? r.decode_tok_s / roofline : 0;
-    char of_buf[32] = "-";
-    if (b == 1) std::snprintf(of_buf, sizeof of_buf, "%.1f%%", 100 * frac);
-    const std::string of = of_buf;
+    const std::string of = b == 1 ? FormatFixed(100 * frac, 1) + "%" : "-";
     std::printf("%-22s %12.2f %12s %12.1f %12.3f s\n", StrCat(b, " x (", prompt, "+", gen, ")").c_str(),
                 r.decode_tok_s, of.c_str(), static_cast<double>(r.generated) / r.seconds, r.first_token_seconds);
     Json j = Json::MakeObject();
@@ -227,7 +225,7 @@ int RunBench(int argc, char** argv) {
                        2.0 * static_cast<double>(c.vocab_rows) * c.hidden * pseqs;  // one head row per sequence
   std::printf("%-22s %12.1f tok/s %10.2f TFLOP/s\n", StrCat("prefill ", pseqs, " x ", plen).c_str(), prefill_tok_s,
               flops / p.seconds / 1e12);
-  if (bw_what == "host read bandwidth" && host_fma_peak > 0) {
+  if (on_host && host_fma_peak > 0) {
     // The CPU's GEMMs run on f32 FMA (block formats are dequantised into the packed panels).
     std::printf("%-22s %12.1f GFLOP/s (measured now); prefill reaches %.1f%% of it\n", "host f32 FMA peak",
                 host_fma_peak, 100 * flops / p.seconds / 1e9 / host_fma_peak);
@@ -237,17 +235,16 @@ int RunBench(int argc, char** argv) {
   out.Set("prefill_tok_s", Json(prefill_tok_s));
   out.Set("prefill_tflop_s", Json(flops / p.seconds / 1e12));
   const int64_t peak_rss = PeakResidentBytes();  // before the second probe's buffer
-  if (bw_what == "host read bandwidth" && batch1_tok_s > 0) {
+  if (on_host && batch1_tok_s > 0) {
     // The host's bandwidth moves with what else runs on it: measured again now, and batch-1 decode is
     // reported against the higher of the two measurements.
     const double after = MeasureHostReadBandwidthBest(
         HostMemoryAvailable() > probe + (uint64_t{2} << 30) ? probe : size_t{1} << 30);
-    const double ceiling = std::max(bandwidth, after);
-    const double tok_s = batch1_tok_s;
+    const double fraction = batch1_tok_s * bytes_per_token / 1e9 / std::max(bandwidth, after);
     std::printf("%-34s %10.1f GB/s (before the runs %.1f); batch-1 decode reaches %.1f%% of the higher\n",
-                "host read bandwidth after the runs", after, bandwidth, 100 * tok_s * bytes_per_token / 1e9 / ceiling);
+                "host read bandwidth after the runs", after, bandwidth, 100 * fraction);
     out.Set("bandwidth_after_gb_s", Json(after));
-    out.Set("batch1_fraction_of_higher_bandwidth", Json(tok_s * bytes_per_token / 1e9 / ceiling));
+    out.Set("batch1_fraction_of_higher_bandwidth", Json(fraction));
   }
   out.Set("peak_rss_bytes", Json(peak_rss));
 #ifdef HYMT_HAVE_CUDA
@@ -255,10 +252,10 @@ int RunBench(int argc, char** argv) {
     // The process's device memory as the driver reports it (context, library workspaces and every
     // allocation), against what the model needs: the weights on the device and the KV cache.
     const int64_t used = CudaProcessMemoryBytes();
-    int64_t device_weights = 0;
-    ForEachTensor(c, session->model().model->mutable_weights(),
-                  [&](const TensorSpec&, Weight& w) { device_weights += static_cast<int64_t>(w.bytes()); });
-    if (plan.mode != "resident") device_weights = 0;  // partial/streamed plans: see the plan table
+    int64_t device_weights = 0;  // partial and streamed plans: the plan table says where weights are
+    if (plan.mode == "resident")
+      ForEachTensor(c, session->model().model->mutable_weights(),
+                    [&](const TensorSpec&, Weight& w) { device_weights += static_cast<int64_t>(w.bytes()); });
     const EngineStats st = engine.stats();
     out.Set("graph_replays", Json(st.graph_replays));
     out.Set("graph_captures", Json(st.graph_captures));

@@ -22,7 +22,7 @@ namespace hymt {
 // sequence (with the sequence's last page; attention reads only the pages its context covers) so that a
 // growing context keeps the graph's shapes for 1,024 tokens at a time.
 // Each instantiated graph holds device memory (a few MiB for the 7B's ~650 kernels), so at most
-// kMaxGraphs are kept, the least recently used going first; the planner reserves kGpuGraphBytes for them.
+// kMaxCudaGraphs are kept, the least recently used going first; the planner reserves kGpuGraphBytes for them.
 struct Engine::Graphs {
 #ifdef HYMT_HAVE_CUDA
   struct Entry {
@@ -34,9 +34,7 @@ struct Engine::Graphs {
   uint64_t clock = 0;
 #endif
   static constexpr int32_t kGraphPageQuantum = 64;
-  static constexpr size_t kMaxGraphs = kMaxCudaGraphs;
 };
-
 
 using Clock = std::chrono::steady_clock;
 
@@ -596,23 +594,21 @@ bool Engine::ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids,
   const int32_t key = static_cast<int32_t>(batch.seqs.size());
   auto it = graphs_->by_batch.find(key);
   if (it != graphs_->by_batch.end()) {
-    bool ran = false;
     it->second.last_use = ++graphs_->clock;
     cuda.BeginReplay(*it->second.graph);
     try {
       ForwardOps(batch, ids, logit_rows);
     } catch (...) {
-      cuda.EndReplay();  // back to eager mode; the step is run again eagerly
+      cuda.EndReplay();  // back to eager mode before the error ends the step
       throw;
     }
-    ran = cuda.EndReplay();
-    if (ran) {
+    if (cuda.EndReplay()) {
       stat_graph_replays_.fetch_add(1);
       return true;
     }
     graphs_->by_batch.erase(it);  // the shapes moved on (a longer context bucket): capture again
   }
-  if (graphs_->by_batch.size() >= Graphs::kMaxGraphs) {
+  if (graphs_->by_batch.size() >= kMaxCudaGraphs) {
     auto oldest = std::min_element(graphs_->by_batch.begin(), graphs_->by_batch.end(),
                                    [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
     graphs_->by_batch.erase(oldest);  // its memory returns once its last launch has finished
