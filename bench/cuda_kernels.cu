@@ -1,7 +1,9 @@
 // The CUDA kernel lab: ceilings measured in the same run, then each kernel as a ratio of its ceiling.
 //
-//   cuda_kernels [--quick | --smoke]
+//   cuda_kernels [--quick | --smoke | --gemv]
 //
+// --gemv: the ceilings, the batch-1 GEMVs and a decode layer's GEMVs only (for tuning: HYMT_GEMV_ITERS;
+// HYMT_LAB_ONLY=bf16|q8_0|q4_k|... keeps one format).
 // --quick: fewer repeats and row counts. --smoke: tiny shapes, for checking the program itself (for
 // example under tools/cuda_emu); its numbers mean nothing.
 // 1. Ceilings: device read bandwidth (a read-only reduction over 4 GiB: bytes read / time), device-to-
@@ -9,12 +11,14 @@
 // 2. GEMV (decode MatMul, 1..8 token rows) per weight format at the Hunyuan-MT-7B shapes: GB/s of weight
 //    read and the fraction of the read bandwidth. Weights rotate over enough copies to exceed the L2 cache
 //    several times, so every call streams from HBM as in a real decode step.
-// 3. Attention decode (flash decoding) at contexts 512 and 2048, 32 q / 8 kv heads, head_dim 128: GB/s of
+// 3. A decode layer's GEMVs at batch 1: one launch per weight against the fused ops (MatMulGroup,
+//    MatMulAdd, MatMulSwiGlu).
+// 4. Attention decode (flash decoding) at contexts 512 and 2048, 32 q / 8 kv heads, head_dim 128: GB/s of
 //    K/V read; each call uses another layer's cache (32 layers), as the model does.
-// 4. Prefill: MatMul with 512 rows (cuBLAS; quantised weights through bf16 slabs) and causal prefill
+// 5. Prefill: MatMul with 512 rows (cuBLAS; quantised weights through bf16 slabs) and causal prefill
 //    attention of one layer over prompts of 512 and 2,048 tokens, on tensor cores and on CUDA cores
 //    (CudaOpsOptions::prefill_attention_tensor_cores), in TFLOP/s and as a fraction of the GEMM ceiling.
-// 5. A decode-step estimate per format from the measured GEMVs.
+// 6. A decode-step estimate per format from the measured GEMVs.
 // Timing: CUDA events around CUDA-graph replays of 16-32 calls (so that launch gaps are those of a
 // graphed decode step), 3 warm-up replays, the median of 10 (5 with --quick).
 #include <cublas_v2.h>
@@ -22,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -266,7 +271,7 @@ struct Shape {
 // Hunyuan-MT-7B: q and o are 4096x4096, k and v 1024x4096, gate and up 14336x4096, down 4096x14336.
 const Shape kSmokeShapes[] = {{"q,o", 256, 256, 2},
                               {"k,v", 64, 256, 2},
-                              {"gate,up", 320, 256, 2},
+                              {"gate,up", 512, 256, 2},
                               {"down", 256, 512, 1},
                               {"head", 1000, 256, 0}};
 const Shape kShapes[] = {{"q,o", 4096, 4096, 2},
@@ -276,7 +281,13 @@ const Shape kShapes[] = {{"q,o", 4096, 4096, 2},
                          {"head", 128256, 4096, 0}};
 constexpr int kLayers = 32;
 
-void Run(bool quick, bool smoke) {
+// HYMT_LAB_ONLY=label limits the GEMV sections to one format (for a profiler run over one kernel).
+bool LabWants(const char* label) {
+  const char* only = std::getenv("HYMT_LAB_ONLY");
+  return only == nullptr || std::strcmp(only, label) == 0;
+}
+
+void Run(bool quick, bool smoke, bool gemv_only) {
   if (CudaDeviceCount() == 0) Fail(ErrorCode::kUnavailable, "no CUDA device");
   g_smoke = smoke;
   g_repeats = smoke ? 1 : (quick ? 5 : 10);
@@ -300,9 +311,9 @@ void Run(bool quick, bool smoke) {
   std::printf("%-8s %-8s %-14s %4s %9s %9s %9s %7s\n", "format", "matrix", "shape", "rows", "MB", "us",
               "GB/s", "of read");
   // q4_k runs twice: with int8 activations (dp4a, the default) and with the weights decoded to f32
-  // (CudaOpsOptions::q4k_int8_activations off), on a second backend instance.
+  // (CudaOpsOptions::int8_activations off), on a second backend instance.
   CudaOpsOptions f32_act;
-  f32_act.q4k_int8_activations = false;
+  f32_act.int8_activations = false;
   std::unique_ptr<Ops> ops_f32_owner = CreateCudaOps(0, f32_act);
   struct Format {
     const char* label;
@@ -317,11 +328,13 @@ void Run(bool quick, bool smoke) {
   for (size_t fi = 0; fi < std::size(formats); ++fi) {
     const DType t = formats[fi].t;
     Ops& fops = *formats[fi].ops;
+    if (gemv_only && formats[fi].ops != &ops) continue;
+    if (!LabWants(formats[fi].label)) continue;
     CudaOps& fcuda = *AsCudaOps(&fops);
     for (const Shape& sh : smoke ? kSmokeShapes : kShapes) {
       WeightSet ws = MakeWeights(fops, t, sh.rows, sh.cols, rotate_bytes);
       for (int64_t rows : {1, 2, 4, 8}) {
-        if (quick && rows != 1 && rows != 8) continue;
+        if ((quick && rows != 1 && rows != 8) || (gemv_only && rows != 1)) continue;
         DevTensor x = NewTensor(fops, fcuda, rows, sh.cols);
         DevTensor out = NewTensor(fops, fcuda, rows, sh.rows);
         const int n_calls = smoke ? 3 : 24;
@@ -336,6 +349,58 @@ void Run(bool quick, bool smoke) {
       }
     }
   }
+
+  // ---- a decode layer's GEMVs: fused launches against one MatMul per weight ----
+  std::printf(
+      "\n== a decode layer's GEMVs at batch 1 (q, k, v, o, gate, up, down: 436 MB in bf16), one launch per\n"
+      "   weight (MatMul, SwiGlu and Add as separate kernels) against the fused ops (MatMulGroup for q, k, v;\n"
+      "   MatMulAdd for o and down; MatMulSwiGlu for gate and up): weight bytes / time\n");
+  std::printf("%-8s %-8s %9s %9s %7s %10s\n", "format", "ops", "us/layer", "GB/s", "of read", "step (ms)");
+  for (const Format& f : formats) {
+    if (f.ops != &ops || f.t == DType::kQ6_K || !LabWants(f.label)) continue;
+    const Shape* sh = smoke ? kSmokeShapes : kShapes;
+    const Shape &qo = sh[0], &kv = sh[1], &gu = sh[2], &dn = sh[3];
+    const size_t rot = smoke ? 0 : size_t{256} << 20;
+    WeightSet wq = MakeWeights(ops, f.t, qo.rows, qo.cols, rot), wk = MakeWeights(ops, f.t, kv.rows, kv.cols, rot);
+    WeightSet wv = MakeWeights(ops, f.t, kv.rows, kv.cols, rot), wo = MakeWeights(ops, f.t, qo.rows, qo.cols, rot);
+    WeightSet wg = MakeWeights(ops, f.t, gu.rows, gu.cols, rot), wu = MakeWeights(ops, f.t, gu.rows, gu.cols, rot);
+    WeightSet wd = MakeWeights(ops, f.t, dn.rows, dn.cols, rot);
+    const double layer_bytes =
+        static_cast<double>(wq.bytes + wk.bytes + wv.bytes + wo.bytes + wg.bytes + wu.bytes + wd.bytes);
+    DevTensor h = NewTensor(ops, cuda, 1, qo.cols), q = NewTensor(ops, cuda, 1, qo.rows);
+    DevTensor k = NewTensor(ops, cuda, 1, kv.rows), v = NewTensor(ops, cuda, 1, kv.rows);
+    DevTensor x = NewTensor(ops, cuda, 1, qo.rows), proj = NewTensor(ops, cuda, 1, qo.rows);
+    DevTensor g = NewTensor(ops, cuda, 1, gu.rows), u = NewTensor(ops, cuda, 1, gu.rows);
+    for (bool fused : {false, true}) {
+      const int n_layers = smoke ? 2 : 16;
+      const double ms = GraphedMsPerCall(cuda, n_layers, [&](int i) {
+        auto pick = [&](const WeightSet& s) -> const Weight& { return s.w[static_cast<size_t>(i) % s.w.size()]; };
+        if (fused) {
+          const Weight* ws[] = {&pick(wq), &pick(wk), &pick(wv)};
+          const Tensor outs[] = {q.t, k.t, v.t};
+          ops.MatMulGroup(h.t, ws, outs);
+          ops.MatMulAdd(q.t, pick(wo), proj.t, x.t);
+          ops.MatMulSwiGlu(h.t, pick(wg), pick(wu), u.t, g.t);
+          ops.MatMulAdd(g.t, pick(wd), proj.t, x.t);
+        } else {
+          ops.MatMul(h.t, pick(wq), q.t);
+          ops.MatMul(h.t, pick(wk), k.t);
+          ops.MatMul(h.t, pick(wv), v.t);
+          ops.MatMul(q.t, pick(wo), proj.t);
+          ops.Add(x.t, proj.t);
+          ops.MatMul(h.t, pick(wg), g.t);
+          ops.MatMul(h.t, pick(wu), u.t);
+          ops.SwiGlu(g.t, u.t, g.t);
+          ops.MatMul(g.t, pick(wd), proj.t);
+          ops.Add(x.t, proj.t);
+        }
+      });
+      const double gbs = layer_bytes / ms / 1e6;
+      std::printf("%-8s %-8s %9.1f %9.0f %6.1f%% %10.2f\n", f.label, fused ? "fused" : "separate", ms * 1e3, gbs,
+                  100.0 * gbs / c.read_gbs, ms * kLayers);
+    }
+  }
+  if (gemv_only) return;
 
   // ---- attention decode ----
   std::printf(
@@ -475,8 +540,9 @@ void Run(bool quick, bool smoke) {
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
+  const bool gemv_only = argc > 1 && std::strcmp(argv[1], "--gemv") == 0;
   try {
-    hymt::Run(quick, smoke);
+    hymt::Run(quick || gemv_only, smoke, gemv_only);
   } catch (const hymt::Error& e) {
     std::fprintf(stderr, "cuda_kernels: %s\n", e.what());
     return 1;

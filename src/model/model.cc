@@ -57,24 +57,19 @@ void HunyuanModel::ForwardLayer(const LayerWeights& w, Ops& ops, const KvLayerVi
   // 1. h = RMSNorm(x) * input_layernorm
   ops.RmsNorm(x, w.attn_norm, c.rms_eps, h);
   // 2. q, k, v projections
-  ops.MatMul(h, w.wq, q);
-  ops.MatMul(h, w.wk, k);
-  ops.MatMul(h, w.wv, v);
-  // 3-4. rotate-half RoPE at each token's position, then the per-head q/k RMSNorm (after RoPE)
-  ops.RopeNorm(q, c.n_heads, c.head_dim, w.rope_inv_freq, &w.q_norm, c.rms_eps);
-  ops.RopeNorm(k, c.n_kv_heads, c.head_dim, w.rope_inv_freq, &w.k_norm, c.rms_eps);
-  // 5. causal GQA attention over the paged cache (which stores k after its norm), o_proj, residual
-  ops.KvWrite(k, v, kv);
+  const Weight* qkv[] = {&w.wq, &w.wk, &w.wv};
+  const Tensor qkv_out[] = {q, k, v};
+  ops.MatMulGroup(h, qkv, qkv_out);
+  // 3-4. rotate-half RoPE at each token's position, then the per-head q/k RMSNorm (after RoPE); the
+  // cache stores k after its norm
+  ops.RopeNormKvWrite(q, k, v, c.n_heads, w.rope_inv_freq, &w.q_norm, &w.k_norm, c.rms_eps, kv);
+  // 5. causal GQA attention over the paged cache, o_proj, residual
   ops.Attention(q, kv, c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), attn);
-  ops.MatMul(attn, w.wo, proj);
-  ops.Add(x, proj);
+  ops.MatMulAdd(attn, w.wo, proj, x);
   // 6. x += down(silu(gate(h)) * up(h)) with h = RMSNorm(x) * post_attention_layernorm
   ops.RmsNorm(x, w.ffn_norm, c.rms_eps, h);
-  ops.MatMul(h, w.gate, gate);
-  ops.MatMul(h, w.up, up);
-  ops.SwiGlu(gate, up, gate);
-  ops.MatMul(gate, w.down, proj);
-  ops.Add(x, proj);
+  ops.MatMulSwiGlu(h, w.gate, w.up, up, gate);
+  ops.MatMulAdd(gate, w.down, proj, x);
 }
 
 void HunyuanModel::Logits(Ops& ops, Activations& a, std::span<const int32_t> rows, Tensor logits) const {

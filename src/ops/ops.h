@@ -185,6 +185,22 @@ class Ops {
   // x += y, element-wise.
   virtual void Add(Tensor x, const Tensor& y) = 0;
 
+  // ---- fused ops ----
+  // Each is exactly the sequence of ops its default implementation runs (ops_common.cc), in fewer passes
+  // on a backend that overrides it, with the same rounding: a decode step runs about half as many
+  // kernels on a GPU.
+  // outs[i] = x · ws[i]ᵀ for weights that read the same x (q, k and v): one MatMul per weight.
+  virtual void MatMulGroup(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs);
+  // residual += x · Wᵀ (the product rounded to the activation type first): MatMul(x, w, scratch), then
+  // Add(residual, scratch). scratch is [x.rows, w.rows] and its contents are undefined afterwards.
+  virtual void MatMulAdd(const Tensor& x, const Weight& w, Tensor scratch, Tensor residual);
+  // out = silu(x · gateᵀ) * (x · upᵀ): MatMul(x, gate, out), MatMul(x, up, up_scratch), then
+  // SwiGlu(out, up_scratch, out). up_scratch's contents are undefined afterwards.
+  virtual void MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch, Tensor out);
+  // RopeNorm(q, n_heads, ..., q_norm), RopeNorm(k, kv.n_kv_heads, ..., k_norm), then KvWrite(k, v, kv).
+  virtual void RopeNormKvWrite(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
+                               const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv);
+
   // out[i, :] = x[rows[i], :]; rows (host) has out.rows entries.
   virtual void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor out) = 0;
 

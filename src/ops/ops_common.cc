@@ -40,6 +40,26 @@ void Ops::WaitUpload(uint64_t) {
   Fail(ErrorCode::kUnsupported, name(), " cannot stream layers");
 }
 
+void Ops::MatMulGroup(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
+  HYMT_CHECK(ws.size() == outs.size(), ws.size(), " weights for ", outs.size(), " outputs");
+  for (size_t i = 0; i < ws.size(); ++i) MatMul(x, *ws[i], outs[i]);
+}
+void Ops::MatMulAdd(const Tensor& x, const Weight& w, Tensor scratch, Tensor residual) {
+  MatMul(x, w, scratch);
+  Add(residual, scratch);
+}
+void Ops::MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch, Tensor out) {
+  MatMul(x, gate, out);
+  MatMul(x, up, up_scratch);
+  SwiGlu(out, up_scratch, out);
+}
+void Ops::RopeNormKvWrite(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
+                          const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv) {
+  RopeNorm(q, n_heads, kv.head_dim, inv_freq, q_norm, eps);
+  RopeNorm(k, kv.n_kv_heads, kv.head_dim, inv_freq, k_norm, eps);
+  KvWrite(k, v, kv);
+}
+
 void StepBatch::AddSeq(int32_t n_rows, int32_t n_past, std::span<const int32_t> page_table) {
   Seq s;
   s.first_row = this->n_rows();

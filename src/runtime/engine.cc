@@ -201,6 +201,7 @@ EngineStats Engine::stats() const {
   s.step_ns = stat_step_ns_.load();
   s.forward_issue_ns = stat_forward_ns_.load();
   s.select_ns = stat_select_ns_.load();
+  s.graph_launch_ns = stat_graph_launch_ns_.load();
   s.decode_tokens_per_second = stat_rate_.load();
   return s;
 }
@@ -602,7 +603,11 @@ bool Engine::ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids,
       cuda.EndReplay();  // back to eager mode before the error ends the step
       throw;
     }
+    const auto t_launch = std::chrono::steady_clock::now();
     if (cuda.EndReplay()) {
+      stat_graph_launch_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - t_launch)
+                                          .count());
       stat_graph_replays_.fetch_add(1);
       return true;
     }

@@ -106,6 +106,7 @@ struct EngineStats {
   int64_t step_ns = 0;
   int64_t forward_issue_ns = 0;
   int64_t select_ns = 0;
+  int64_t graph_launch_ns = 0;  // of forward_issue_ns: launching replayed graphs (cudaGraphLaunch)
   double decode_tokens_per_second = 0;  // recent rate (exponential average over steps)
 };
 
@@ -175,7 +176,7 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> running_;  // engine thread only
   std::atomic<int64_t> stat_running_{0}, stat_generated_{0}, stat_prompt_{0}, stat_steps_{0},
       stat_preemptions_{0}, stat_pages_used_{0}, stat_graph_replays_{0}, stat_graph_captures_{0}, stat_step_ns_{0},
-      stat_forward_ns_{0}, stat_select_ns_{0};
+      stat_forward_ns_{0}, stat_select_ns_{0}, stat_graph_launch_ns_{0};
   std::atomic<double> stat_rate_{0};
   std::thread thread_;
 };

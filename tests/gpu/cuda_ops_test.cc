@@ -13,7 +13,7 @@
 //   - the GEMM path of non-bf16 weights rounds each weight to bf16 first: an independent error of at
 //     most u |w_k| per term, whose sum has standard deviation <= u sqrt(sum (x_k w_k)^2 / 3); we allow
 //     4 u sqrt(sum (x_k w_k)^2), about 7 standard deviations.
-//   - the Q4_K GEMV rounds activations to int8 (dx = max|x|/127 per 16 values): errors uniform in
+//   - the Q4_K and Q8_0 GEMVs round activations to int8 (dx = max|x|/127 per 16 values): errors uniform in
 //     +-dx/2, so the sum has variance sum_k w_k^2 dx_k^2 / 12; we allow 6 standard deviations.
 //   - RMSNorm: two bf16 roundings (the normalised value, then the product) plus the f32 sum of squares
 //     and rsqrtf: (2u + 2u^2 + (K + 16) u32) |ref|.
@@ -588,11 +588,11 @@ class CudaMatMulTest : public CudaOpsTest {
       std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * c.k));
       std::vector<float> want(static_cast<size_t>(rows * c.n));
       ref_->MatMul(HostTensor(x, rows, c.k), wref, HostTensor(want, rows, c.n));
-      // Per-element bounds from sum |x w|, sum (x w)^2 and, for the int8-activation path of Q4_K, the
+      // Per-element bounds from sum |x w|, sum (x w)^2 and, for the int8-activation path of Q4_K and Q8_0, the
       // variance of the activation rounding: x is rounded to dx q with dx = max|x| / 127 per 16 values, an
       // error uniform in +-dx/2 (variance dx^2 / 12) per value.
       const bool rounds_weights = c.t != DType::kBF16 && rows > 32;  // the dequantised-slab GEMM path
-      const bool rounds_x = c.t == DType::kQ4_K && rows <= 32;       // Q4_K GEMV with int8 activations
+      const bool rounds_x = (c.t == DType::kQ4_K || c.t == DType::kQ8_0) && rows <= 32;  // int8 activations
       const int64_t groups = (c.k + 15) / 16;                        // per row (K % 256 == 0 for Q4_K)
       std::vector<float> act_scale(static_cast<size_t>(rows * groups), 0.0f);
       if (rounds_x)
@@ -661,14 +661,16 @@ TEST_F(CudaMatMulTest, QuantFormats) {
   Check({DType::kQ8_0, 17, 96}, {1, 7, 33});
 }
 
-// Q4_K decode with the weights decoded to f32 (CudaOpsOptions::q4k_int8_activations off).
-TEST_F(CudaMatMulTest, Q4KWithF32Activations) {
+// Q4_K and Q8_0 decode with the weights decoded to f32 (CudaOpsOptions::int8_activations off).
+TEST_F(CudaMatMulTest, QuantWithF32Activations) {
   CudaOpsOptions o;
-  o.q4k_int8_activations = false;
+  o.int8_activations = false;
   ops_ = CreateCudaOps(0, o);
   cuda_ = AsCudaOps(ops_.get());
-  Check({DType::kQ4_K, 31, 256}, {1, 2, 3, 8});
-  Check({DType::kQ4_K, 40, 4096}, {1, 5});
+  for (DType t : {DType::kQ4_K, DType::kQ8_0}) {
+    Check({t, 31, 256}, {1, 2, 3, 8});
+    Check({t, 40, 4096}, {1, 5});
+  }
 }
 
 // The 7B row lengths: K = 4096 and 14336 select the group sizes that reduce through shared memory.
@@ -1063,6 +1065,147 @@ TEST_F(CudaOpsTest, SwiGluAndAdd) {
       ops_->Add(da.t, db.t);
       EXPECT_TRUE(Close(Download(da.t), sum, RelTol(sum, kU, 1e-30f)));
       EXPECT_TRUE(PaddingIntact(da.t));
+    }
+  }
+}
+
+// ---- fused ops: bit for bit the sequence of ops they replace ----
+
+// Raw bf16 (or f32) contents of a device tensor, for exact comparisons.
+std::vector<uint16_t> RawUnits(Ops& ops, const Tensor& t) {
+  std::vector<uint16_t> raw(DTypeBytes(t.dtype, t.cols) / 2 * static_cast<size_t>(t.rows));
+  ops.CopyToHost(t, raw.data());
+  return raw;
+}
+
+// MatMulGroup, MatMulAdd and MatMulSwiGlu against MatMul, Add and SwiGlu on the same device: the
+// fused GEMV launches (decode row counts) and the default sequences (more rows) give identical bits.
+TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
+  for (DType t : {DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    for (int64_t k : {256, 4096}) {
+      for (int64_t rows : {1, 2, 5, 8, 11, 40}) {
+        const uint64_t seed = NextSeed();
+        SCOPED_TRACE(StrCat(DTypeName(t), " k ", k, " rows ", rows, " seed ", seed));
+        Rng rng(seed);
+        const int64_t n_q = 96, n_kv = 40, n_ffn = 72;
+        auto weight = [&](const char* name, int64_t n, int64_t cols) {
+          const std::vector<uint8_t> b = RandomWeightBytes(rng, t, n, cols);
+          return ops_->PrepareWeight(HostWeight(name, t, n, cols, b.data(), t == DType::kF8E4M3 ? 0.37f : 1.0f));
+        };
+        const Weight wq = weight("q", n_q, k), wk = weight("k", n_kv, k), wv = weight("v", n_kv, k);
+        const Weight wg = weight("gate", n_ffn, k), wu = weight("up", n_ffn, k), wd = weight("down", 48, k);
+        const std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * k));
+        DevTensor dx = Input(x, rows, k, k + 8);
+
+        // q, k, v in one launch.
+        DevTensor q1 = NewTensor(rows, n_q, DType::kBF16, n_q + 4), k1 = NewTensor(rows, n_kv), v1 = NewTensor(rows, n_kv);
+        DevTensor q2 = NewTensor(rows, n_q), k2 = NewTensor(rows, n_kv), v2 = NewTensor(rows, n_kv);
+        const Weight* ws[] = {&wq, &wk, &wv};
+        const Tensor outs[] = {q1.t, k1.t, v1.t};
+        ops_->MatMulGroup(dx.t, ws, outs);
+        ops_->MatMul(dx.t, wq, q2.t);
+        ops_->MatMul(dx.t, wk, k2.t);
+        ops_->MatMul(dx.t, wv, v2.t);
+        EXPECT_EQ(RawUnits(*ops_, q1.t), RawUnits(*ops_, q2.t)) << "q";
+        EXPECT_EQ(RawUnits(*ops_, k1.t), RawUnits(*ops_, k2.t)) << "k";
+        EXPECT_EQ(RawUnits(*ops_, v1.t), RawUnits(*ops_, v2.t)) << "v";
+        EXPECT_TRUE(PaddingIntact(q1.t));
+
+        // silu(gate) * up.
+        DevTensor g1 = NewTensor(rows, n_ffn, DType::kBF16, n_ffn + 2), up1 = NewTensor(rows, n_ffn);
+        DevTensor g2 = NewTensor(rows, n_ffn), up2 = NewTensor(rows, n_ffn);
+        ops_->MatMulSwiGlu(dx.t, wg, wu, up1.t, g1.t);
+        ops_->MatMul(dx.t, wg, g2.t);
+        ops_->MatMul(dx.t, wu, up2.t);
+        ops_->SwiGlu(g2.t, up2.t, g2.t);
+        EXPECT_EQ(RawUnits(*ops_, g1.t), RawUnits(*ops_, g2.t)) << "swiglu";
+        EXPECT_TRUE(PaddingIntact(g1.t));
+
+        // residual += x * down^T.
+        const std::vector<float> res = RandomBf16(rng, static_cast<size_t>(rows * 48), 3.0f);
+        DevTensor r1 = Input(res, rows, 48, 48 + 16), r2 = Input(res, rows, 48);
+        DevTensor scratch = NewTensor(rows, 48);
+        ops_->MatMulAdd(dx.t, wd, scratch.t, r1.t);
+        ops_->MatMul(dx.t, wd, scratch.t);
+        ops_->Add(r2.t, scratch.t);
+        EXPECT_EQ(RawUnits(*ops_, r1.t), RawUnits(*ops_, r2.t)) << "residual";
+        EXPECT_TRUE(PaddingIntact(r1.t));
+      }
+    }
+  }
+}
+
+// RopeNormKvWrite against RopeNorm, RopeNorm and KvWrite: the same q and k activations and caches, bit for
+// bit, for every cache type, decode rows and a prefill chunk in one batch.
+TEST_F(CudaOpsTest, RopeNormKvWriteEqualsItsSequence) {
+  for (DType cache : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (bool norms : {true, false}) {
+      const uint64_t seed = NextSeed();
+      SCOPED_TRACE(StrCat("cache ", DTypeName(cache), " norms ", norms, " seed ", seed));
+      Rng rng(seed);
+      const int n_heads = 8, n_kv = 2, hd = 128, page = 16;
+      const int64_t n_pages = 40;
+      StepBatch batch;
+      batch.page_size = page;
+      std::vector<int32_t> perm(static_cast<size_t>(n_pages));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng.gen());
+      batch.AddSeq(1, 37, std::span<const int32_t>(perm.data(), 3));
+      batch.AddSeq(1, 0, std::span<const int32_t>(perm.data() + 3, 1));
+      batch.AddSeq(21, 5, std::span<const int32_t>(perm.data() + 4, 2));
+      batch.AddSeq(1, 300, std::span<const int32_t>(perm.data() + 6, 19));
+      const int64_t rows = batch.n_rows(), qw = n_heads * hd, kw = n_kv * hd;
+      std::vector<float> inv(hd / 2);
+      for (int i = 0; i < hd / 2; ++i) inv[i] = static_cast<float>(std::pow(1e6, -2.0 * i / hd));
+      const Weight inv_w = ops_->PrepareWeight(HostWeight("inv_freq", DType::kF32, 1, hd / 2, inv.data()));
+      const std::vector<uint8_t> qnb = RandomWeightBytes(rng, DType::kBF16, 1, hd);
+      const std::vector<uint8_t> knb = RandomWeightBytes(rng, DType::kBF16, 1, hd);
+      const Weight qn = ops_->PrepareWeight(HostWeight("q_norm", DType::kBF16, 1, hd, qnb.data()));
+      const Weight kn = ops_->PrepareWeight(HostWeight("k_norm", DType::kBF16, 1, hd, knb.data()));
+      const std::vector<float> q = RandomBf16(rng, static_cast<size_t>(rows * qw), 2.0f);
+      const std::vector<float> k = RandomBf16(rng, static_cast<size_t>(rows * kw), 2.0f);
+      const std::vector<float> v = RandomBf16(rng, static_cast<size_t>(rows * kw));
+
+      struct Side {
+        std::unique_ptr<Buffer> kp, vp;
+        KvLayerView kv;
+      };
+      auto side = [&] {
+        Side s;
+        s.kv.dtype = cache;
+        s.kv.n_kv_heads = n_kv;
+        s.kv.head_dim = hd;
+        s.kv.page_size = page;
+        s.kv.n_pages = n_pages;
+        const size_t bytes = s.kv.PageBytes() * static_cast<size_t>(n_pages);
+        s.kp = ops_->Allocate(bytes, "k pool");
+        s.vp = ops_->Allocate(bytes, "v pool");
+        cuda_->Fill16(s.kp->data(), bytes / 2, kNaNBf16);
+        cuda_->Fill16(s.vp->data(), bytes / 2, kNaNBf16);
+        s.kv.k = s.kp->data();
+        s.kv.v = s.vp->data();
+        return s;
+      };
+      Side a = side(), b = side();
+      DevTensor qa = Input(q, rows, qw, qw + 8), ka = Input(k, rows, kw), va = Input(v, rows, kw, kw + 8);
+      DevTensor qb = Input(q, rows, qw), kb = Input(k, rows, kw), vb = Input(v, rows, kw);
+      ops_->BeginStep(batch);
+      ops_->RopeNormKvWrite(qa.t, ka.t, va.t, n_heads, inv_w, norms ? &qn : nullptr, norms ? &kn : nullptr, 1e-5f,
+                            a.kv);
+      ops_->RopeNorm(qb.t, n_heads, hd, inv_w, norms ? &qn : nullptr, 1e-5f);
+      ops_->RopeNorm(kb.t, n_kv, hd, inv_w, norms ? &kn : nullptr, 1e-5f);
+      ops_->KvWrite(kb.t, vb.t, b.kv);
+      EXPECT_EQ(RawUnits(*ops_, qa.t), RawUnits(*ops_, qb.t)) << "q";
+      EXPECT_EQ(RawUnits(*ops_, ka.t), RawUnits(*ops_, kb.t)) << "k";
+      EXPECT_TRUE(PaddingIntact(qa.t));
+      const size_t pool_bytes = a.kv.PageBytes() * static_cast<size_t>(n_pages);
+      for (int which = 0; which < 2; ++which) {
+        Tensor ra{which == 0 ? a.kv.k : a.kv.v, DType::kBF16, 1, static_cast<int64_t>(pool_bytes / 2),
+                  static_cast<int64_t>(pool_bytes / 2), ops_->device()};
+        Tensor rb = ra;
+        rb.data = which == 0 ? b.kv.k : b.kv.v;
+        EXPECT_EQ(RawUnits(*ops_, ra), RawUnits(*ops_, rb)) << (which == 0 ? "K cache" : "V cache");
+      }
     }
   }
 }

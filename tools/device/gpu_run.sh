@@ -4,7 +4,7 @@
 # against transformers, and runs hymt and transformers side by side at the 7B shape. Stages are
 # independent and time-boxed; the whole call stays under BUDGET seconds. Results go to $OUT.
 #   tools/device/gpu_run.sh [STAGES]   STAGES: comma-separated subset of
-#       fixtures,gpu,random,parity,cpuparity,hfbench,hymtbench,profile,demo,budgets
+#       fixtures,gpu,tune,random,parity,cpuparity,hfbench,hymtbench,profile,demo,budgets
 #       (default: all but profile and budgets)
 set -u
 export PYTHONUNBUFFERED=1
@@ -45,7 +45,26 @@ if has random; then
 fi
 
 # Build for sm_90, GPU tests (ops against the reference, graphs, fixtures against HF), kernel lab (--quick).
-if has gpu; then stage gpu 330 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --quick; fi
+if has gpu; then stage gpu 330 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --quick ${GPU_NO_BENCH:+--no-bench}; fi
+
+# Decode GEMV tuning: the kernel lab's GEMV sections at several HYMT_GEMV_ITERS, and Nsight Compute on
+# the gate/up GEMV of bf16, q8_0 and q4_k (the third shape: 2 shapes x 216 launches skipped).
+if has tune && [[ -x $B/bench/cuda_kernels ]]; then
+  for it in ${TUNE_ITERS:-1 2 4}; do
+    HYMT_GEMV_ITERS=$it stage tune_iters$it 60 "$B/bench/cuda_kernels" --gemv
+  done
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [[ -n $NCU ]]; then
+    for f in bf16 q8_0 q4_k; do
+      k=GemvInt8Kernel; [[ $f == bf16 ]] && k=GemvKernel
+      HYMT_LAB_ONLY=$f stage ncu_$f 60 "$NCU" --clock-control none -k "regex:$k" --launch-skip 432 -c 1 \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+        --section MemoryWorkloadAnalysis "$B/bench/cuda_kernels" --gemv
+    done
+  else
+    log "tune: no ncu on this host"
+  fi
+fi
 
 if has random; then wait $RAND_PID; log "random 7B: $(tail -2 $W/random.log | tr '\n' ' ')"; fi
 if [[ -f $R7B/config.json && -x $HYMT ]]; then
@@ -66,13 +85,13 @@ if [[ -f $R7B/config.json && -x $HYMT ]]; then
   fi
   if has hfbench; then stage hfbench 150 python3 tools/hf_peer.py bench --model "$R7B" --json "$W/hf_bench.json"; fi
   if has hymtbench; then
-    stage bench_bf16 90 "$HYMT" bench --model "$R7B" --device cuda --batches 1,256 --prompt 48 --gen 64 \
+    stage bench_bf16 90 "$HYMT" bench --model "$R7B" --device cuda --batches ${HB_BATCHES:-1,256} --prompt 48 --gen 64 \
       --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_bf16.json"
-    stage bench_bf16_nographs 60 "$HYMT" bench --model "$R7B" --device cuda --batches 1 --prompt 48 --gen 64 \
+    [[ ${NOGRAPHS:-1} == 1 ]] && stage bench_bf16_nographs 60 "$HYMT" bench --model "$R7B" --device cuda --batches 1 --prompt 48 --gen 64 \
       --prefill-seqs 1 --prefill-len 48 --cuda-graphs off --json "$W/bench_bf16_nographs.json"
     wait $QPID; log "quantize: $(tail -c 300 $W/quantize.log | tr '\r\n' '  ')"
     for t in q4_k_m q8_0; do
-      [[ -f $W/r7b-$t.gguf ]] && stage bench_$t 75 "$HYMT" bench --model "$W/r7b-$t.gguf" --device cuda --batches 1,256 \
+      [[ -f $W/r7b-$t.gguf ]] && stage bench_$t 75 "$HYMT" bench --model "$W/r7b-$t.gguf" --device cuda --batches ${HB_BATCHES:-1,256} \
         --prompt 48 --gen 64 --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_$t.json"
     done
   fi

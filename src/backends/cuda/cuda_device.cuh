@@ -119,6 +119,18 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return WarpSum(t);
 }
 
+// Element i of a KV cache pool of type T (bf16, f16 or f32) set from a bf16 value.
+template <DType T>
+__device__ __forceinline__ void StoreKv(void* pool, int64_t i, uint16_t bf16) {
+  if constexpr (T == DType::kBF16) {
+    static_cast<uint16_t*>(pool)[i] = bf16;
+  } else if constexpr (T == DType::kF16) {
+    static_cast<uint16_t*>(pool)[i] = F32ToF16(Bf16ToF32(bf16));
+  } else {
+    static_cast<float*>(pool)[i] = Bf16ToF32(bf16);
+  }
+}
+
 // Vector weights (norm weights, inv_freq): element i of a [1, n] f32, f16 or bf16 weight.
 __device__ __forceinline__ float VectorElement(const WeightView& w, int64_t i) {
   switch (w.dtype) {

@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -105,6 +106,10 @@ void LaunchDequantRows(const WeightView& w, int64_t row0, int64_t n, uint16_t* o
 void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream);
 void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
                     float eps, const int32_t* positions, cudaStream_t stream);
+// RopeNorm of q (n_heads) and k (kv.n_kv_heads), then k and v into the cache (KvWrite), in one launch.
+void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const WeightView& inv_freq,
+                      const WeightView* q_norm, const WeightView* k_norm, float eps, const KvView& kv,
+                      BatchView batch, cudaStream_t stream);
 
 // ---- elementwise.cu ----
 void LaunchSwiGlu(MatView gate, MatView up, MatView out, cudaStream_t stream);
@@ -118,17 +123,32 @@ void LaunchFill16(void* p, int64_t n, uint16_t value, cudaStream_t stream);
 void LaunchKvWrite(MatView k, MatView v, const KvView& kv, BatchView batch, cudaStream_t stream);
 
 // ---- gemv.cu ----
+constexpr int kGemvMaxRows = 8;
+constexpr int kGemvMaxParts = 3;
+// What a GEMV launch does with each product (see gemv.cu): store it; add it (rounded to bf16) to out,
+// the residual add; or, for a gate and an up weight, store silu(gate) * up (each rounded to bf16 first).
+enum class GemvEpilogue : uint8_t { kStore, kAdd, kSwiGlu };
+// One weight of a GEMV launch and where its product goes.
+struct GemvPart {
+  WeightView w;
+  MatView out;
+};
 // True when the fast GEMV kernel takes this weight type and these shapes/alignments.
 bool GemvFastSupported(const WeightView& w, MatView x);
+// True for the weight types with an int8-activation GEMV (Q4_K, Q8_0).
+bool GemvInt8Supported(DType t);
 // out[t, n] = sum_k x[t, k] * W[n, k] * w.scale for t < x.rows <= kGemvMaxRows, reading W once.
-// out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K weights take
-// the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).
+// out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K and Q8_0
+// weights take the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).
 void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
                 size_t act_scratch_bytes, cudaStream_t stream);
+// The same for up to kGemvMaxParts weights of one type and width over the same x, in one launch, with an
+// epilogue: kAdd adds into each part's out (bf16); kSwiGlu takes one part (the gate) and `up` (same shape).
+void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
+                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream);
 size_t GemvActScratchBytes(int64_t rows, int64_t cols);
 // The simple reference kernel (any row count, any alignment): one block per output element.
 void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream);
-constexpr int kGemvMaxRows = 8;
 
 // ---- attention.cu ----
 struct AttentionArgs {

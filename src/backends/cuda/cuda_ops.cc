@@ -307,6 +307,10 @@ enum OpCode : int64_t {
   kOpAdd,
   kOpGatherRows,
   kOpCopyFromHost,
+  kOpMatMulGroup,
+  kOpMatMulAdd,
+  kOpMatMulSwiGlu,
+  kOpRopeNormKv,
 };
 
 class CudaOpsImpl final : public CudaOps {
@@ -327,7 +331,7 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()));
     dequant_ = DeviceMemory(options.dequant_scratch_bytes, "the GEMM dequantisation slab", device);
     attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
-    if (options.q4k_int8_activations)
+    if (options.int8_activations)
       act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
     for (StagingArea* area : {&batch_area_, &ops_area_}) {
       area->capacity = options.staging_bytes;
@@ -569,20 +573,108 @@ class CudaOpsImpl final : public CudaOps {
       cuda::LaunchGemvSimple(wv, xm, om, out_f32, stream_);
       return;
     }
-    const int64_t gemv_max = wv.dtype == DType::kBF16 ? cuda::kGemvMaxRows : kQuantGemvMaxRows;
-    if (x.rows <= gemv_max) {
+    if (x.rows <= GemvMaxRows(wv.dtype)) {
       if (!cuda::GemvFastSupported(wv, xm)) {
         cuda::LaunchGemvSimple(wv, xm, om, out_f32, stream_);
         return;
       }
-      for (int64_t t0 = 0; t0 < x.rows; t0 += cuda::kGemvMaxRows) {
-        const int64_t n = std::min<int64_t>(cuda::kGemvMaxRows, x.rows - t0);
-        cuda::LaunchGemv(wv, SubRows(xm, t0, n, 2), SubRows(om, t0, n, out_f32 ? 4 : 2), out_f32, act_.get(),
-                         act_.size(), stream_);
-      }
+      const cuda::GemvPart part{wv, om};
+      RunGemv(std::span<const cuda::GemvPart>(&part, 1), xm, out_f32, cuda::GemvEpilogue::kStore, nullptr);
       return;
     }
     Gemm(wv, xm, om, out_f32);
+  }
+
+  // ---- fused ops: one GEMV launch (decode row counts) or one RoPE + KV kernel; otherwise the
+  // default sequence of ops ----
+  void MatMulGroup(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) override {
+    HYMT_CUDA_EXPECT(ws.size() == outs.size() && !ws.empty(), ws.size(), " weights for ", outs.size(), " outputs");
+    std::vector<cuda::GemvPart> parts;
+    bool fused = ws.size() <= static_cast<size_t>(cuda::kGemvMaxParts);
+    for (size_t i = 0; i < ws.size() && fused; ++i) {
+      fused = ws[i]->device.kind == DeviceKind::kCuda && outs[i].dtype == DType::kBF16 &&
+              outs[i].rows == x.rows && outs[i].cols == ws[i]->rows;
+      if (fused) parts.push_back({View(*ws[i], "MatMulGroup"), Mat(outs[i])});
+    }
+    if (!fused || !FusedGemv(x, parts, nullptr)) {
+      Ops::MatMulGroup(x, ws, outs);
+      return;
+    }
+    const OpScope scope(*this);
+    std::vector<int64_t> words = {kOpMatMulGroup, Ptr(x.data), x.rows, x.cols, x.stride};
+    for (const cuda::GemvPart& p : parts)
+      words.insert(words.end(), {Ptr(p.w.data), static_cast<int64_t>(p.w.dtype), p.w.rows, p.w.cols, Bits(p.w.scale),
+                                 Ptr(p.out.data), p.out.stride});
+    Trace(words);
+    if (!Launching()) return;
+    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr);
+  }
+
+  void MatMulAdd(const Tensor& x, const Weight& w, Tensor scratch, Tensor residual) override {
+    const bool shapes = residual.dtype == DType::kBF16 && residual.rows == x.rows && residual.cols == w.rows;
+    std::vector<cuda::GemvPart> parts;
+    if (shapes && w.device.kind == DeviceKind::kCuda) parts.push_back({View(w, "MatMulAdd"), Mat(residual)});
+    if (parts.empty() || !FusedGemv(x, parts, nullptr)) {
+      Ops::MatMulAdd(x, w, scratch, residual);
+      return;
+    }
+    const OpScope scope(*this);
+    const WeightView& wv = parts[0].w;
+    Trace({kOpMatMulAdd, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), static_cast<int64_t>(wv.dtype),
+           wv.rows, wv.cols, Bits(wv.scale), Ptr(residual.data), residual.stride});
+    if (!Launching()) return;
+    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr);
+  }
+
+  void MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch, Tensor out) override {
+    const bool shapes = out.dtype == DType::kBF16 && out.rows == x.rows && out.cols == gate.rows &&
+                        up.rows == gate.rows && up.cols == gate.cols && up.dtype == gate.dtype &&
+                        gate.device.kind == DeviceKind::kCuda && up.device.kind == DeviceKind::kCuda;
+    std::vector<cuda::GemvPart> parts;
+    WeightView uv;
+    if (shapes) {
+      parts.push_back({View(gate, "MatMulSwiGlu"), Mat(out)});
+      uv = View(up, "MatMulSwiGlu");
+    }
+    if (parts.empty() || !FusedGemv(x, parts, &uv)) {
+      Ops::MatMulSwiGlu(x, gate, up, up_scratch, out);
+      return;
+    }
+    const OpScope scope(*this);
+    const WeightView& gv = parts[0].w;
+    Trace({kOpMatMulSwiGlu, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(gv.data), static_cast<int64_t>(gv.dtype),
+           gv.rows, gv.cols, Bits(gv.scale), Ptr(uv.data), Bits(uv.scale), Ptr(out.data), out.stride});
+    if (!Launching()) return;
+    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kSwiGlu, &uv);
+  }
+
+  void RopeNormKvWrite(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
+                       const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv) override {
+    if (simple_) {
+      Ops::RopeNormKvWrite(q, k, v, n_heads, inv_freq, q_norm, k_norm, eps, kv);
+      return;
+    }
+    const OpScope scope(*this);
+    ExpectBatch("RopeNormKvWrite");
+    for (const Tensor* t : {static_cast<const Tensor*>(&q), static_cast<const Tensor*>(&k), &v})
+      ExpectBf16(*t, "RopeNormKvWrite q, k, v");
+    const KvView kvv = Kv(kv);
+    const int hd = kv.head_dim;
+    const int64_t width = static_cast<int64_t>(kv.n_kv_heads) * hd;
+    HYMT_CUDA_EXPECT(hd % 2 == 0 && hd <= 256, "head_dim ", hd);
+    HYMT_CUDA_EXPECT(q.rows == batch_.n_rows() && k.rows == q.rows && v.rows == q.rows &&
+                     q.cols == static_cast<int64_t>(n_heads) * hd && k.cols == width && v.cols == width);
+    const WeightView fv = VectorView(inv_freq, hd / 2, "RopeNormKvWrite inv_freq");
+    WeightView qn, kn;
+    if (q_norm != nullptr) qn = VectorView(*q_norm, hd, "RopeNormKvWrite q_norm");
+    if (k_norm != nullptr) kn = VectorView(*k_norm, hd, "RopeNormKvWrite k_norm");
+    Trace({kOpRopeNormKv, Ptr(q.data), q.rows, q.stride, Ptr(k.data), k.stride, Ptr(v.data), v.stride, n_heads,
+           Ptr(fv.data), Ptr(q_norm != nullptr ? qn.data : nullptr), Ptr(k_norm != nullptr ? kn.data : nullptr),
+           Bits(eps), Ptr(kv.k), Ptr(kv.v), static_cast<int64_t>(kv.dtype), kv.n_kv_heads, hd, kv.page_size,
+           kv.n_pages});
+    if (!Launching()) return;
+    cuda::LaunchRopeNormKv(Mat(q), Mat(k), Mat(v), n_heads, fv, q_norm != nullptr ? &qn : nullptr,
+                           k_norm != nullptr ? &kn : nullptr, eps, kvv, view_, stream_);
   }
 
   void RopeNorm(Tensor x, int n_heads, int head_dim, const Weight& inv_freq, const Weight* norm,
@@ -951,6 +1043,33 @@ class CudaOpsImpl final : public CudaOps {
     return std::max(1, std::min({want, by_ctx, by_scratch}));
   }
 
+  // Row counts up to which MatMul runs GEMV passes for a weight type (above: GEMM).
+  static int64_t GemvMaxRows(DType t) { return t == DType::kBF16 ? cuda::kGemvMaxRows : kQuantGemvMaxRows; }
+
+  // True when a fused op's products run as GEMV launches: fast kernels on, x a bf16 decode-sized input
+  // that every weight (and `up`) takes on the fast GEMV path, weights of one type and width; SwiGLU
+  // (`up`) for one token row only (see gemv.cu).
+  bool FusedGemv(const Tensor& x, std::span<const cuda::GemvPart> parts, const WeightView* up) const {
+    if (simple_ || x.dtype != DType::kBF16 || x.rows == 0 || x.device.kind != DeviceKind::kCuda) return false;
+    const MatView xm = Mat(x);
+    const WeightView& w0 = parts[0].w;
+    if (x.rows > GemvMaxRows(w0.dtype) || x.cols != w0.cols) return false;
+    for (const cuda::GemvPart& p : parts)
+      if (p.w.dtype != w0.dtype || p.w.cols != w0.cols || !cuda::GemvFastSupported(p.w, xm)) return false;
+    return up == nullptr || (x.rows == 1 && cuda::GemvFastSupported(*up, xm));
+  }
+
+  // GEMV launches over x in passes of kGemvMaxRows token rows.
+  void RunGemv(std::span<const cuda::GemvPart> parts, MatView x, bool out_f32, cuda::GemvEpilogue epi,
+               const WeightView* up) {
+    std::vector<cuda::GemvPart> pass(parts.begin(), parts.end());
+    for (int64_t t0 = 0; t0 < x.rows; t0 += cuda::kGemvMaxRows) {
+      const int64_t n = std::min<int64_t>(cuda::kGemvMaxRows, x.rows - t0);
+      for (size_t i = 0; i < parts.size(); ++i) pass[i].out = SubRows(parts[i].out, t0, n, out_f32 ? 4 : 2);
+      cuda::LaunchGemvParts(pass, SubRows(x, t0, n, 2), out_f32, epi, up, act_.get(), act_.size(), stream_);
+    }
+  }
+
   // out = x * W^T with tensor cores: bf16 weights directly, others through bf16 slabs of the weight.
   void Gemm(const WeightView& w, MatView x, MatView out, bool out_f32) {
     const float alpha = w.scale, beta = 0.0f;
@@ -1022,9 +1141,10 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   // Records (capture) or checks (replay) an op's arguments.
-  void Trace(std::initializer_list<int64_t> words) {
+  void Trace(std::initializer_list<int64_t> words) { Trace(std::span<const int64_t>(words.begin(), words.size())); }
+  void Trace(std::span<const int64_t> words) {
     if (mode_ == Mode::kCapture) {
-      trace_.insert(trace_.end(), words);
+      trace_.insert(trace_.end(), words.begin(), words.end());
     } else if (mode_ == Mode::kReplay && replay_ok_) {
       for (int64_t w : words) {
         if (replay_pos_ >= replay_->trace.size() || replay_->trace[replay_pos_] != w) {
@@ -1119,7 +1239,7 @@ bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
 
 size_t CudaOpsScratchBytes(const CudaOpsOptions& o) {
   return o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes +
-         2 * o.staging_bytes + (o.q4k_int8_activations ? o.activation_scratch_bytes : 0);
+         2 * o.staging_bytes + (o.int8_activations ? o.activation_scratch_bytes : 0);
 }
 
 size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {

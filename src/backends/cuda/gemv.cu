@@ -10,17 +10,33 @@
 //   - each thread issues all loads of kUnroll units x RPT rows before it uses any (several loads in flight);
 //   - each activation row is read with 16-byte loads from L1/L2 and reused across the RPT rows held in
 //     registers, which keeps L1 traffic below the DRAM stream when T grows;
-//   - G is chosen so that each thread runs ~2 iterations: K = 4096 bf16 gives G = 64 (4 rows per
-//     256-thread block), K = 14336 gives G = 256.
+//   - G is chosen so that each thread runs about kGemvIters loop iterations (GemvIters(): 2 unless
+//     HYMT_GEMV_ITERS says otherwise): K = 4096 bf16 gives G = 64 (4 rows per 256-thread block), K = 14336
+//     gives G = 256.
 // The partial sums of a group are reduced with warp shuffles and, when G > 32, shared memory.
 //
-// Q4_K with int8 activations (GemvQ4KInt8Kernel, the default): decoding 4-bit weights to f32 costs
-// ~5-6 instructions per weight, which at 4.6 TB/s of Q4_K (~29 weights per clock per SM) exceeds what an
-// SM issues. As in llama.cpp, the activation rows are first quantised to int8 (one scale per 16 values,
-// QuantizeActKernel), and the dot products of a sub-block run on dp4a (4 multiply-adds per instruction):
-//   sum_i x_i (d1 n_i - m1) = d1 (dx sum_i q_i n_i) - m1 (dx sum_i q_i),  x_i ~ dx q_i.
+// One launch can do more than one product over the same x (GemvPart, GemvEpilogue), which saves the
+// launches and small kernels of a decode step:
+//   - up to kGemvMaxParts weights of equal type and width (q, k and v): the blocks are split between
+//     them;
+//   - kAdd: out += the product, rounded to bf16 first (the residual add after o_proj and down_proj);
+//   - kSwiGlu: two weights (gate and up) row by row in the same group, out = silu(gate) * up, each
+//     product rounded to bf16 first (the MLP's activation); one token row (batch-1 decode), where the
+//     launches matter most and the doubled rows still fit in few registers.
+// Every epilogue rounds exactly as the separate ops do (MatMul to bf16, then SwiGlu or Add), so fused
+// and unfused steps agree bit for bit.
+//
+// Q4_K and Q8_0 with int8 activations (GemvInt8Kernel, the default): decoding 4- or 8-bit weights to f32
+// costs several instructions per weight, which at 4.6 TB/s of weights (~29 Q4_K weights per clock per
+// SM) exceeds what an SM issues. As in llama.cpp, the activation rows are first quantised to int8 (one
+// scale per 16 values, QuantizeActKernel), and the dot products run on dp4a (4 multiply-adds per
+// instruction):
+//   Q4_K: sum_i x_i (d1 n_i - m1) = d1 (dx sum_i q_i n_i) - m1 (dx sum_i q_i),  x_i ~ dx q_i;
+//   Q8_0: sum_i x_i d w_i = d dx sum_i q_i w_i.
 // The activation rounding (|x - dx q| <= dx / 2, dx = max|x| / 127 over 16 values) is the only change
 // in the result; the tests bound it.
+#include <cstdlib>
+
 #include "backends/cuda/cuda_device.cuh"
 
 namespace hymt::cuda {
@@ -28,16 +44,43 @@ namespace {
 
 constexpr int kThreads = 256;
 
-struct GemvArgs {
+// Per-thread loop iterations the group size aims at (see the file comment).
+int GemvIters() {
+  static const int iters = [] {
+    const char* s = std::getenv("HYMT_GEMV_ITERS");
+    const int v = s != nullptr ? std::atoi(s) : 0;
+    return v >= 1 && v <= 64 ? v : 2;
+  }();
+  return iters;
+}
+
+struct GemvSeg {
   WeightView w;
+  void* out;
+  int64_t out_stride;
+  int64_t first_block;  // the segment's blocks are [first_block, next segment's first_block)
+};
+
+struct GemvArgs {
+  GemvSeg seg[kGemvMaxParts];
+  int n_seg;
+  WeightView up;  // kSwiGlu: the up weight, rows paired with seg[0].w's
   const uint16_t* x;  // bf16 [n_tok, K]
   int64_t x_stride;
-  void* out;  // bf16 or f32 [n_tok, N]
-  int64_t out_stride;
   int n_tok;  // <= R
   int group;  // G: threads per row group
   bool out_f32;
+  GemvEpilogue epi;
 };
+
+// The segment a block works on, and the block's index within it.
+__device__ __forceinline__ const GemvSeg& BlockSeg(const GemvArgs& a, int64_t* block) {
+  const int64_t b = blockIdx.x;
+  const int s = (a.n_seg > 2 && b >= a.seg[2].first_block) ? 2 : (a.n_seg > 1 && b >= a.seg[1].first_block ? 1 : 0);
+  const GemvSeg& sg = s == 0 ? a.seg[0] : (s == 1 ? a.seg[1] : a.seg[2]);
+  *block = b - sg.first_block;
+  return sg;
+}
 
 // Rows of one group for R token rows: more rows per thread as R grows, so that the activation loads
 // (R per piece) are shared by more weight rows.
@@ -50,64 +93,88 @@ constexpr int UnitsInFlight(int rpt) {
   return rpt >= 4 ? 1 : 4 / rpt;
 }
 
-// Sums each (row, token) accumulator over the group's G threads and stores it (times the weight scale).
-// Every thread of the block must call it (it may synchronise the block).
-template <int RPT, int R>
-__device__ __forceinline__ void ReduceAndStore(float (&acc)[RPT][R], const GemvArgs& a, int lane_g, int grp,
-                                               int64_t row0) {
+// Writes one output element through the epilogue. v (and vu, the up product of kSwiGlu) are raw sums.
+__device__ __forceinline__ void StoreOut(const GemvArgs& a, const GemvSeg& sg, int64_t row, int t, float v,
+                                         float vu) {
+  if (row >= sg.w.rows || t >= a.n_tok) return;
+  v *= sg.w.scale;
+  if (a.out_f32) {
+    static_cast<float*>(sg.out)[t * sg.out_stride + row] = v;
+    return;
+  }
+  uint16_t* o = static_cast<uint16_t*>(sg.out) + t * sg.out_stride + row;
+  switch (a.epi) {
+    case GemvEpilogue::kStore:
+      *o = F32ToBf16(v);
+      break;
+    case GemvEpilogue::kAdd:
+      *o = F32ToBf16(Bf16ToF32(*o) + Bf16ToF32(F32ToBf16(v)));
+      break;
+    case GemvEpilogue::kSwiGlu: {
+      // As SwiGluKernel: silu(g) * u in f32 from the bf16-rounded products (expf, see elementwise.cu).
+      const float g = Bf16ToF32(F32ToBf16(v)), u = Bf16ToF32(F32ToBf16(vu * a.up.scale));
+      *o = F32ToBf16(g / (1.0f + expf(-g)) * u);
+      break;
+    }
+  }
+}
+
+// Sums each (row, token) accumulator over the group's G threads and stores it through the epilogue.
+// acc holds RPT rows, then (kPair) the RPT up rows. Every thread of the block must call it (it may
+// synchronise the block).
+template <int RPT, int R, bool kPair>
+__device__ __forceinline__ void ReduceAndStore(float (&acc)[kPair ? 2 * RPT : RPT][R], const GemvArgs& a,
+                                               const GemvSeg& sg, int lane_g, int grp, int64_t row0) {
+  constexpr int kRows = kPair ? 2 * RPT : RPT;
   const int G = a.group;
 #pragma unroll
-  for (int r = 0; r < RPT; ++r)
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < R; ++t) acc[r][t] = WarpSum(acc[r][t]);
 
-  auto store = [&](int r, int t, float v) {
-    const int64_t row = row0 + r;
-    if (row < a.w.rows && t < a.n_tok) {
-      v *= a.w.scale;
-      if (a.out_f32)
-        static_cast<float*>(a.out)[t * a.out_stride + row] = v;
-      else
-        static_cast<uint16_t*>(a.out)[t * a.out_stride + row] = F32ToBf16(v);
-    }
-  };
   if (G == 32) {
     // Every lane holds every sum; lane r * R + t stores (compile-time indices into acc).
 #pragma unroll
     for (int r = 0; r < RPT; ++r)
 #pragma unroll
       for (int t = 0; t < R; ++t)
-        if (lane_g == r * R + t) store(r, t, acc[r][t]);
+        if (lane_g == r * R + t) StoreOut(a, sg, row0 + r, t, acc[r][t], kPair ? acc[kPair ? RPT + r : r][t] : 0.0f);
   } else {
-    __shared__ float red[kThreads / 32][RPT * R];
+    __shared__ float red[kThreads / 32][kRows * R];
     const int warp = threadIdx.x >> 5;
     if ((threadIdx.x & 31) == 0) {
 #pragma unroll
-      for (int r = 0; r < RPT; ++r)
+      for (int r = 0; r < kRows; ++r)
 #pragma unroll
         for (int t = 0; t < R; ++t) red[warp][r * R + t] = acc[r][t];
     }
     __syncthreads();         // G is the same for the whole block, so every thread reaches this
     if (lane_g < RPT * R) {  // the group's first warp: one lane per (row, token)
       const int first = grp * (G / 32);
-      float s = 0.0f;
-      for (int wi = 0; wi < G / 32; ++wi) s += red[first + wi][lane_g];
-      store(lane_g / R, lane_g % R, s);
+      float s = 0.0f, su = 0.0f;
+      for (int wi = 0; wi < G / 32; ++wi) {
+        s += red[first + wi][lane_g];
+        if (kPair) su += red[first + wi][RPT * R + lane_g];
+      }
+      StoreOut(a, sg, row0 + lane_g / R, lane_g % R, s, su);
     }
   }
 }
 
-template <DType T, int R>
+template <DType T, int R, bool kPair>
 __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   using F = Fmt<T>;
   constexpr int RPT = RowsPerThread(T, R);
+  constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = UnitsInFlight(RPT);
+  int64_t block = 0;
+  const GemvSeg& sg = BlockSeg(a, &block);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
-  const int64_t N = a.w.rows;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (kThreads / G) + grp) * RPT;
-  const int units = static_cast<int>(a.w.cols / F::kUnitElems);
+  const int64_t N = sg.w.rows;
+  const int64_t row0 = (block * (kThreads / G) + grp) * RPT;
+  const int units = static_cast<int>(sg.w.cols / F::kUnitElems);
 
   // Rows past N and tokens past n_tok read valid memory (clamped) and are not stored.
   int64_t rows[RPT];
@@ -117,39 +184,39 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
 #pragma unroll
   for (int t = 0; t < R; ++t) xr[t] = a.x + static_cast<int64_t>(min(t, a.n_tok - 1)) * a.x_stride;
 
-  float acc[RPT][R];
+  float acc[kRows][R];
 #pragma unroll
-  for (int r = 0; r < RPT; ++r)
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
 
   for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    typename F::Raw raw[kUnroll][RPT];
+    typename F::Raw raw[kUnroll][kRows];
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = min(u0 + k * G, units - 1);
 #pragma unroll
-      for (int r = 0; r < RPT; ++r) raw[k][r] = F::Load(a.w, rows[r], u);
+      for (int r = 0; r < kRows; ++r) raw[k][r] = F::Load(r < RPT ? sg.w : a.up, rows[r % RPT], u);
     }
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * G;
       if (u < units) {
-        typename F::Ctx ctx[RPT];
+        typename F::Ctx ctx[kRows];
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) ctx[r] = F::MakeCtx(raw[k][r], u);
+        for (int r = 0; r < kRows; ++r) ctx[r] = F::MakeCtx(raw[k][r], u);
         StaticFor<0, F::kPieces>([&](auto pc) {
           constexpr int p = decltype(pc)::value;
           const int col = F::PieceCol(u, p);
-          float wv[RPT][8];
+          float wv[kRows][8];
 #pragma unroll
-          for (int r = 0; r < RPT; ++r) F::template Dequant<p>(raw[k][r], ctx[r], u, wv[r]);
+          for (int r = 0; r < kRows; ++r) F::template Dequant<p>(raw[k][r], ctx[r], u, wv[r]);
 #pragma unroll
           for (int t = 0; t < R; ++t) {
             float xv[8];
             LoadBf16x8(xr[t] + col, xv);
 #pragma unroll
-            for (int r = 0; r < RPT; ++r)
+            for (int r = 0; r < kRows; ++r)
 #pragma unroll
               for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(wv[r][i], xv[i], acc[r][t]);
           }
@@ -158,7 +225,7 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
     }
   }
 
-  ReduceAndStore<RPT, R>(acc, a, lane_g, grp, row0);
+  ReduceAndStore<RPT, R, kPair>(acc, a, sg, lane_g, grp, row0);
 }
 
 // Activation rows for the int8 path: x bf16 [n_tok, K] -> q int8 [n_tok, K] and, per 16 values,
@@ -188,20 +255,62 @@ __global__ __launch_bounds__(kThreads) void QuantizeActKernel(const uint16_t* x,
   }
 }
 
-// Q4_K x int8 activations (see the file comment). Same grid, groups and reduction as GemvKernel; unit u
-// is the 16 quant bytes of Fmt<kQ4_K> (low nibbles: 16 values of sub-block 2j at column c, high nibbles:
-// 16 values of sub-block 2j+1 at c + 32), each half dotted with 16 int8 activations by 4 dp4a.
-template <int R>
-__global__ __launch_bounds__(kThreads) void GemvQ4KInt8Kernel(GemvArgs a, const int8_t* xq,
-                                                              const float2* xds) {
+__device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
+  int s = __dp4a(static_cast<int>(w.x), static_cast<int>(x.x), 0);
+  s = __dp4a(static_cast<int>(w.y), static_cast<int>(x.y), s);
+  s = __dp4a(static_cast<int>(w.z), static_cast<int>(x.z), s);
+  return __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), s);
+}
+
+// The dot product of one unit of a row with one int8 activation row (xq: the row's int8 values, xds: its
+// per-16 {dx, dx * sum q}).
+template <DType T>
+struct Int8Dot;
+
+// Q4_K: unit u is the 16 quant bytes of Fmt<kQ4_K> (low nibbles: 16 values of sub-block 2j at column c,
+// high nibbles: 16 values of sub-block 2j+1 at c + 32), each half dotted with 16 int8 activations.
+template <>
+struct Int8Dot<DType::kQ4_K> {
   using F = Fmt<DType::kQ4_K>;
-  constexpr int RPT = RowsPerThread(DType::kQ4_K, R);
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
+                                              const float2* xds) {
+    const int c_lo = F::PieceCol(u, 0), c_hi = c_lo + 32;
+    const uint4 lo = make_uint4(raw.qs.x & 0x0f0f0f0fu, raw.qs.y & 0x0f0f0f0fu, raw.qs.z & 0x0f0f0f0fu,
+                                raw.qs.w & 0x0f0f0f0fu);
+    const uint4 hi = make_uint4((raw.qs.x >> 4) & 0x0f0f0f0fu, (raw.qs.y >> 4) & 0x0f0f0f0fu,
+                                (raw.qs.z >> 4) & 0x0f0f0f0fu, (raw.qs.w >> 4) & 0x0f0f0f0fu);
+    const int sl = Dot16(lo, Ld16(xq + c_lo)), sh = Dot16(hi, Ld16(xq + c_hi));
+    const float2 dl = xds[c_lo / 16], dh = xds[c_hi / 16];
+    const float v = fmaf(ctx.d1, dl.x * static_cast<float>(sl), -ctx.m1 * dl.y);
+    return fmaf(ctx.d2, dh.x * static_cast<float>(sh), fmaf(-ctx.m2, dh.y, v));
+  }
+};
+
+// Q8_0: unit u is 16 int8 weights at column 16u with their block's scale d.
+template <>
+struct Int8Dot<DType::kQ8_0> {
+  using F = Fmt<DType::kQ8_0>;
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
+                                              const float2* xds) {
+    const int s = Dot16(raw.q, Ld16(xq + 16 * u));
+    return ctx.d * (xds[u].x * static_cast<float>(s));
+  }
+};
+
+// The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
+template <DType T, int R, bool kPair>
+__global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
+  using F = Fmt<T>;
+  constexpr int RPT = RowsPerThread(T, R);
+  constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = UnitsInFlight(RPT);
+  int64_t block = 0;
+  const GemvSeg& sg = BlockSeg(a, &block);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
-  const int64_t N = a.w.rows, K = a.w.cols;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (kThreads / G) + grp) * RPT;
+  const int64_t N = sg.w.rows, K = sg.w.cols;
+  const int64_t row0 = (block * (kThreads / G) + grp) * RPT;
   const int units = static_cast<int>(K / F::kUnitElems);
 
   int64_t rows[RPT];
@@ -215,99 +324,100 @@ __global__ __launch_bounds__(kThreads) void GemvQ4KInt8Kernel(GemvArgs a, const 
     xqr[t] = xq + tt * K;
     xdr[t] = xds + tt * (K / 16);
   }
-  float acc[RPT][R];
+  float acc[kRows][R];
 #pragma unroll
-  for (int r = 0; r < RPT; ++r)
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
 
   for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    typename F::Raw raw[kUnroll][RPT];
+    typename F::Raw raw[kUnroll][kRows];
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = min(u0 + k * G, units - 1);
 #pragma unroll
-      for (int r = 0; r < RPT; ++r) raw[k][r] = F::Load(a.w, rows[r], u);
+      for (int r = 0; r < kRows; ++r) raw[k][r] = F::Load(r < RPT ? sg.w : a.up, rows[r % RPT], u);
     }
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * G;
       if (u < units) {
-        const int c_lo = F::PieceCol(u, 0), c_hi = c_lo + 32;
-        typename F::Ctx ctx[RPT];
-        int lo[RPT][4], hi[RPT][4];
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-          ctx[r] = F::MakeCtx(raw[k][r], u);
-          const uint32_t w[4] = {raw[k][r].qs.x, raw[k][r].qs.y, raw[k][r].qs.z, raw[k][r].qs.w};
+        for (int r = 0; r < kRows; ++r) {
+          const typename F::Ctx ctx = F::MakeCtx(raw[k][r], u);
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            lo[r][i] = static_cast<int>(w[i] & 0x0f0f0f0fu);
-            hi[r][i] = static_cast<int>((w[i] >> 4) & 0x0f0f0f0fu);
-          }
-        }
-#pragma unroll
-        for (int t = 0; t < R; ++t) {
-          const uint4 ql = Ld16(xqr[t] + c_lo), qh = Ld16(xqr[t] + c_hi);
-          const float2 dl = xdr[t][c_lo / 16], dh = xdr[t][c_hi / 16];
-#pragma unroll
-          for (int r = 0; r < RPT; ++r) {
-            int sl = __dp4a(lo[r][0], static_cast<int>(ql.x), 0);
-            sl = __dp4a(lo[r][1], static_cast<int>(ql.y), sl);
-            sl = __dp4a(lo[r][2], static_cast<int>(ql.z), sl);
-            sl = __dp4a(lo[r][3], static_cast<int>(ql.w), sl);
-            int sh = __dp4a(hi[r][0], static_cast<int>(qh.x), 0);
-            sh = __dp4a(hi[r][1], static_cast<int>(qh.y), sh);
-            sh = __dp4a(hi[r][2], static_cast<int>(qh.z), sh);
-            sh = __dp4a(hi[r][3], static_cast<int>(qh.w), sh);
-            float v = fmaf(ctx[r].d1, dl.x * static_cast<float>(sl), -ctx[r].m1 * dl.y);
-            v = fmaf(ctx[r].d2, dh.x * static_cast<float>(sh), fmaf(-ctx[r].m2, dh.y, v));
-            acc[r][t] += v;
-          }
+          for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, u, xqr[t], xdr[t]);
         }
       }
     }
   }
-  ReduceAndStore<RPT, R>(acc, a, lane_g, grp, row0);
+  ReduceAndStore<RPT, R, kPair>(acc, a, sg, lane_g, grp, row0);
 }
 
-// The launch shape: G threads per row group (about two loop iterations per thread) and the blocks.
+// The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
+// part, its blocks.
 template <DType T, int R>
-GemvArgs Shape(const WeightView& w, MatView x, MatView out, bool out_f32, int64_t* blocks) {
+GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
+               int64_t* blocks) {
   constexpr int RPT = RowsPerThread(T, R);
-  const int units = static_cast<int>(w.cols / Fmt<T>::kUnitElems);
-  const int want = units / (2 * UnitsInFlight(RPT));
+  const int units = static_cast<int>(parts[0].w.cols / Fmt<T>::kUnitElems);
+  const int want = units / (GemvIters() * UnitsInFlight(RPT));
   int group = 32;
   while (group < kThreads && group < want) group *= 2;
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
-  *blocks = (w.rows + rows_per_block - 1) / rows_per_block;
-  return GemvArgs{w,          static_cast<const uint16_t*>(x.data),
-                  x.stride,   out.data,
-                  out.stride, static_cast<int>(x.rows),
-                  group,      out_f32};
+  GemvArgs a{};
+  a.n_seg = static_cast<int>(parts.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    a.seg[i] = GemvSeg{parts[i].w, parts[i].out.data, parts[i].out.stride, total};
+    total += (parts[i].w.rows + rows_per_block - 1) / rows_per_block;
+  }
+  if (up != nullptr) a.up = *up;
+  a.x = static_cast<const uint16_t*>(x.data);
+  a.x_stride = x.stride;
+  a.n_tok = static_cast<int>(x.rows);
+  a.group = group;
+  a.out_f32 = out_f32;
+  a.epi = epi;
+  *blocks = total;
+  return a;
 }
 
-template <DType T, int R>
-void LaunchT(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream) {
+template <DType T, int R, bool kPair>
+void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
+             cudaStream_t stream) {
   int64_t blocks = 0;
-  const GemvArgs a = Shape<T, R>(w, x, out, out_f32, &blocks);
-  GemvKernel<T, R><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  const GemvArgs a = Shape<T, R>(parts, x, out_f32, epi, up, &blocks);
+  GemvKernel<T, R, kPair><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
   HYMT_CUDA_CHECK_LAUNCH();
 }
 
-template <int R>
-void LaunchQ4KInt8(const WeightView& w, MatView x, MatView out, bool out_f32, void* scratch,
-                   cudaStream_t stream) {
-  const int64_t K = w.cols;
+template <DType T, int R, bool kPair>
+void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
+                void* scratch, cudaStream_t stream) {
+  const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
-  float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 256 == 0: 16-byte aligned
+  float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
   QuantizeActKernel<<<static_cast<unsigned>(x.rows), kThreads, 0, stream>>>(
       static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
   HYMT_CUDA_CHECK_LAUNCH();
   int64_t blocks = 0;
-  const GemvArgs a = Shape<DType::kQ4_K, R>(w, x, out, out_f32, &blocks);
-  GemvQ4KInt8Kernel<R><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, xq, xds);
+  const GemvArgs a = Shape<T, R>(parts, x, out_f32, epi, up, &blocks);
+  GemvInt8Kernel<T, R, kPair><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, xq, xds);
   HYMT_CUDA_CHECK_LAUNCH();
+}
+
+// Calls f.template operator()<R>() with R the kernel's token rows for n rows (1, 2, 4 or 8).
+template <typename F>
+void DispatchRows(int64_t n, F&& f) {
+  if (n == 1)
+    f.template operator()<1>();
+  else if (n == 2)
+    f.template operator()<2>();
+  else if (n <= 4)
+    f.template operator()<4>();
+  else
+    f.template operator()<8>();
 }
 
 // One block per (n, t); threads over k. The oracle for the fast kernel and the path for odd shapes.
@@ -336,37 +446,63 @@ bool GemvFastSupported(const WeightView& w, MatView x) {
          reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
+bool GemvInt8Supported(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ8_0;
+}
+
 size_t GemvActScratchBytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(rows * cols) + static_cast<size_t>(rows * (cols / 16)) * sizeof(float2);
 }
 
-void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
-                size_t act_scratch_bytes, cudaStream_t stream) {
+void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
+                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream) {
   HYMT_CUDA_EXPECT(x.rows >= 1 && x.rows <= kGemvMaxRows, x.rows, " rows");
-  HYMT_CUDA_EXPECT(GemvFastSupported(w, x));
-  if (w.dtype == DType::kQ4_K && act_scratch != nullptr &&
-      GemvActScratchBytes(x.rows, w.cols) <= act_scratch_bytes) {
-    if (x.rows == 1)
-      LaunchQ4KInt8<1>(w, x, out, out_f32, act_scratch, stream);
-    else if (x.rows == 2)
-      LaunchQ4KInt8<2>(w, x, out, out_f32, act_scratch, stream);
-    else if (x.rows <= 4)
-      LaunchQ4KInt8<4>(w, x, out, out_f32, act_scratch, stream);
-    else
-      LaunchQ4KInt8<8>(w, x, out, out_f32, act_scratch, stream);
+  HYMT_CUDA_EXPECT(!parts.empty() && parts.size() <= static_cast<size_t>(kGemvMaxParts), parts.size(), " parts");
+  HYMT_CUDA_EXPECT(!out_f32 || epi == GemvEpilogue::kStore, "an f32 output takes no epilogue");
+  const bool pair = epi == GemvEpilogue::kSwiGlu;
+  HYMT_CUDA_EXPECT(!pair || (up != nullptr && parts.size() == 1 && up->dtype == parts[0].w.dtype &&
+                             up->rows == parts[0].w.rows && up->cols == parts[0].w.cols),
+                   "SwiGLU takes one gate and an up weight of its shape");
+  for (const GemvPart& p : parts) {
+    HYMT_CUDA_EXPECT(p.w.dtype == parts[0].w.dtype && p.w.cols == parts[0].w.cols, "parts of one type and width");
+    HYMT_CUDA_EXPECT(GemvFastSupported(p.w, x));
+  }
+  if (pair) HYMT_CUDA_EXPECT(GemvFastSupported(*up, x));
+  const DType t = parts[0].w.dtype;
+  const bool int8 = GemvInt8Supported(t) && act_scratch != nullptr &&
+                    GemvActScratchBytes(x.rows, parts[0].w.cols) <= act_scratch_bytes;
+  if (pair) {
+    // One token row only: a group holding gate and up rows for more tokens needs more registers than
+    // keep the SM occupied (over 100 at two rows).
+    HYMT_CUDA_EXPECT(x.rows == 1, "the SwiGLU GEMV takes one token row, not ", x.rows);
+    if (int8 && t == DType::kQ4_K)
+      LaunchInt8<DType::kQ4_K, 1, true>(parts, x, out_f32, epi, up, act_scratch, stream);
+    else if (int8)
+      LaunchInt8<DType::kQ8_0, 1, true>(parts, x, out_f32, epi, up, act_scratch, stream);
+    const bool ok = int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true>(parts, x, out_f32, epi, up, stream); });
+    HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
     return;
   }
-  const bool ok = DispatchFmt(w.dtype, [&]<DType T>() {
-    if (x.rows == 1)
-      LaunchT<T, 1>(w, x, out, out_f32, stream);
-    else if (x.rows == 2)
-      LaunchT<T, 2>(w, x, out, out_f32, stream);
-    else if (x.rows <= 4)
-      LaunchT<T, 4>(w, x, out, out_f32, stream);
-    else
-      LaunchT<T, 8>(w, x, out, out_f32, stream);
+  if (int8) {
+    DispatchRows(x.rows, [&]<int R>() {
+      if (t == DType::kQ4_K)
+        LaunchInt8<DType::kQ4_K, R, false>(parts, x, out_f32, epi, up, act_scratch, stream);
+      else
+        LaunchInt8<DType::kQ8_0, R, false>(parts, x, out_f32, epi, up, act_scratch, stream);
+    });
+    return;
+  }
+  const bool ok = DispatchFmt(t, [&]<DType T>() {
+    DispatchRows(x.rows, [&]<int R>() { LaunchT<T, R, false>(parts, x, out_f32, epi, up, stream); });
   });
-  HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(w.dtype));
+  HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
+}
+
+void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
+                size_t act_scratch_bytes, cudaStream_t stream) {
+  const GemvPart part{w, out};
+  LaunchGemvParts(std::span<const GemvPart>(&part, 1), x, out_f32, GemvEpilogue::kStore, nullptr, act_scratch,
+                  act_scratch_bytes, stream);
 }
 
 void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream) {

@@ -10,17 +10,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <DType T>
-__device__ __forceinline__ void Store(void* pool, int64_t i, uint16_t bf16) {
-  if constexpr (T == DType::kBF16) {
-    static_cast<uint16_t*>(pool)[i] = bf16;
-  } else if constexpr (T == DType::kF16) {
-    static_cast<uint16_t*>(pool)[i] = F32ToF16(Bf16ToF32(bf16));
-  } else {
-    static_cast<float*>(pool)[i] = Bf16ToF32(bf16);
-  }
-}
-
 // One block per row; threads over the row's n_kv_heads * head_dim values.
 template <DType T>
 __global__ __launch_bounds__(kThreads) void KvWriteKernel(MatView k, MatView v, KvView kv, BatchView batch) {
@@ -35,8 +24,8 @@ __global__ __launch_bounds__(kThreads) void KvWriteKernel(MatView k, MatView v, 
   for (int e = threadIdx.x; e < width; e += kThreads) {
     const int hk = e / kv.head_dim, d = e % kv.head_dim;
     const int64_t i = ((page * kv.n_kv_heads + hk) * kv.page_size + slot) * kv.head_dim + d;
-    Store<T>(kv.k, i, kr[e]);
-    Store<T>(kv.v, i, vr[e]);
+    StoreKv<T>(kv.k, i, kr[e]);
+    StoreKv<T>(kv.v, i, vr[e]);
   }
 }
 

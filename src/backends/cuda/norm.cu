@@ -1,4 +1,5 @@
-// RMSNorm of activation rows, and RoPE fused with the per-head q/k RMSNorm.
+// RMSNorm of activation rows, RoPE fused with the per-head q/k RMSNorm, and (for decode steps) that fused
+// with the KV write too.
 //
 // Bytes (bf16): RmsNorm reads x twice (the second time mostly from L1/L2) and writes out: ~4 * rows *
 // cols. RopeNorm reads and writes x once: 4 * rows * n_heads * head_dim. Both are a few microseconds at
@@ -32,21 +33,17 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightV
   }
 }
 
-// One warp per (row, head). Lane holds pairs j = lane + 32 i (i < 4) of the rotate-half layout: x[j] and
-// x[j + half] rotate by angle = float(pos) * inv_freq[j] (an f32 product, as HF computes it). With a norm,
-// the rotated values are rounded to bf16 (what an unfused bf16 pipeline stores) and normalised over the
-// head like RmsNormKernel.
-__global__ __launch_bounds__(128) void RopeNormKernel(MatView x, int n_heads, int head_dim,
-                                                      WeightView inv_freq, WeightView norm, bool has_norm,
-                                                      float eps, const int32_t* positions) {
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
-  if (item >= x.rows * n_heads) return;  // whole warps leave together
+// RoPE and the optional per-head norm of one head (head_dim values at v), by one warp, in place. Lane
+// holds pairs j = lane + 32 i (i < 4) of the rotate-half layout: x[j] and x[j + half] rotate by angle =
+// float(pos) * inv_freq[j] (an f32 product, as HF computes it). With a norm, the rotated values are
+// rounded to bf16 (what an unfused bf16 pipeline stores) and normalised over the head like
+// RmsNormKernel. `cache` (when not null) receives the same bf16 values: element d at cache[d] (KV store).
+template <DType C>
+__device__ __forceinline__ void RopeNormHead(uint16_t* v, int head_dim, float pos, const WeightView& inv_freq,
+                                             const WeightView& norm, bool has_norm, float eps, void* cache,
+                                             int64_t cache_index) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = item / n_heads;
-  const int h = static_cast<int>(item % n_heads);
-  uint16_t* v = static_cast<uint16_t*>(x.data) + row * x.stride + static_cast<int64_t>(h) * head_dim;
   const int half = head_dim / 2;
-  const float pos = static_cast<float>(positions[row]);
   float a[4], b[4];
   float ss = 0.0f;
 #pragma unroll
@@ -73,15 +70,68 @@ __global__ __launch_bounds__(128) void RopeNormKernel(MatView x, int n_heads, in
   for (int i = 0; i < 4; ++i) {
     const int j = lane + 32 * i;
     if (j < half) {
+      uint16_t lo, hi;
       if (has_norm) {
-        v[j] = F32ToBf16(Bf16ToF32(F32ToBf16(a[i] * inv)) * VectorElement(norm, j));
-        v[j + half] = F32ToBf16(Bf16ToF32(F32ToBf16(b[i] * inv)) * VectorElement(norm, j + half));
+        lo = F32ToBf16(Bf16ToF32(F32ToBf16(a[i] * inv)) * VectorElement(norm, j));
+        hi = F32ToBf16(Bf16ToF32(F32ToBf16(b[i] * inv)) * VectorElement(norm, j + half));
       } else {
-        v[j] = F32ToBf16(a[i]);
-        v[j + half] = F32ToBf16(b[i]);
+        lo = F32ToBf16(a[i]);
+        hi = F32ToBf16(b[i]);
+      }
+      v[j] = lo;
+      v[j + half] = hi;
+      if (cache != nullptr) {
+        StoreKv<C>(cache, cache_index + j, lo);
+        StoreKv<C>(cache, cache_index + j + half, hi);
       }
     }
   }
+}
+
+// One warp per (row, head).
+__global__ __launch_bounds__(128) void RopeNormKernel(MatView x, int n_heads, int head_dim,
+                                                      WeightView inv_freq, WeightView norm, bool has_norm,
+                                                      float eps, const int32_t* positions) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  if (item >= x.rows * n_heads) return;  // whole warps leave together
+  const int64_t row = item / n_heads;
+  const int h = static_cast<int>(item % n_heads);
+  uint16_t* v = static_cast<uint16_t*>(x.data) + row * x.stride + static_cast<int64_t>(h) * head_dim;
+  RopeNormHead<DType::kBF16>(v, head_dim, static_cast<float>(positions[row]), inv_freq, norm, has_norm, eps,
+                             nullptr, 0);
+}
+
+// The decode step's RoPE, q/k norm and KV write in one launch: one warp per (row, item), items [0, H)
+// the q heads, [H, H + Hk) the k heads (then stored into the cache), [H + Hk, H + 2 Hk) the v heads
+// (copied into the cache). The same arithmetic as RopeNormKernel and KvWriteKernel.
+template <DType C>
+__global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, MatView v, int n_heads,
+                                                        WeightView inv_freq, WeightView q_norm, bool has_q_norm,
+                                                        WeightView k_norm, bool has_k_norm, float eps, KvView kv,
+                                                        BatchView batch) {
+  const int items = n_heads + 2 * kv.n_kv_heads;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  if (item >= q.rows * items) return;  // whole warps leave together
+  const int64_t row = item / items;
+  const int h = static_cast<int>(item % items);
+  const int pos = batch.positions[row];
+  const int hd = kv.head_dim;
+  if (h < n_heads) {
+    uint16_t* p = static_cast<uint16_t*>(q.data) + row * q.stride + static_cast<int64_t>(h) * hd;
+    RopeNormHead<C>(p, hd, static_cast<float>(pos), inv_freq, q_norm, has_q_norm, eps, nullptr, 0);
+    return;
+  }
+  const DevSeq seq = batch.seqs[batch.row_seq[row]];
+  const int64_t page = batch.pages[seq.first_page + pos / kv.page_size];
+  const int hk = (h - n_heads) % kv.n_kv_heads;
+  const int64_t base = ((page * kv.n_kv_heads + hk) * kv.page_size + pos % kv.page_size) * hd;
+  if (h < n_heads + kv.n_kv_heads) {
+    uint16_t* p = static_cast<uint16_t*>(k.data) + row * k.stride + static_cast<int64_t>(hk) * hd;
+    RopeNormHead<C>(p, hd, static_cast<float>(pos), inv_freq, k_norm, has_k_norm, eps, kv.k, base);
+    return;
+  }
+  const uint16_t* p = static_cast<const uint16_t*>(v.data) + row * v.stride + static_cast<int64_t>(hk) * hd;
+  for (int d = threadIdx.x & 31; d < hd; d += 32) StoreKv<C>(kv.v, base + d, p[d]);
 }
 
 }  // namespace
@@ -100,6 +150,34 @@ void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_
   RopeNormKernel<<<static_cast<unsigned>((items + 3) / 4), 128, 0, stream>>>(
       x, n_heads, head_dim, inv_freq, norm != nullptr ? *norm : WeightView{}, norm != nullptr, eps,
       positions);
+  HYMT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const WeightView& inv_freq,
+                      const WeightView* q_norm, const WeightView* k_norm, float eps, const KvView& kv,
+                      BatchView batch, cudaStream_t stream) {
+  HYMT_CUDA_EXPECT(kv.head_dim % 2 == 0 && kv.head_dim <= kMaxHeadDim, "head_dim ", kv.head_dim);
+  const int64_t items = q.rows * (n_heads + 2 * kv.n_kv_heads);
+  if (items == 0) return;
+  const unsigned blocks = static_cast<unsigned>((items + 3) / 4);
+  const WeightView qn = q_norm != nullptr ? *q_norm : WeightView{}, kn = k_norm != nullptr ? *k_norm : WeightView{};
+  const bool has_q = q_norm != nullptr, has_k = k_norm != nullptr;
+  switch (kv.dtype) {
+    case DType::kBF16:
+      RopeNormKvKernel<DType::kBF16><<<blocks, 128, 0, stream>>>(q, k, v, n_heads, inv_freq, qn, has_q, kn, has_k,
+                                                                 eps, kv, batch);
+      break;
+    case DType::kF16:
+      RopeNormKvKernel<DType::kF16><<<blocks, 128, 0, stream>>>(q, k, v, n_heads, inv_freq, qn, has_q, kn, has_k,
+                                                                eps, kv, batch);
+      break;
+    case DType::kF32:
+      RopeNormKvKernel<DType::kF32><<<blocks, 128, 0, stream>>>(q, k, v, n_heads, inv_freq, qn, has_q, kn, has_k,
+                                                                eps, kv, batch);
+      break;
+    default:
+      Fail(ErrorCode::kUnsupported, "cuda: KV cache type ", DTypeName(kv.dtype), " (bf16, f16 or f32)");
+  }
   HYMT_CUDA_CHECK_LAUNCH();
 }
 
