@@ -84,10 +84,11 @@ __device__ __forceinline__ const GemvSeg& BlockSeg(const GemvArgs& a, int64_t* b
 
 // Rows of one group for R token rows: more rows per thread as R grows, so that the activation loads
 // (R per piece) are shared by more weight rows.
-// Q6_K's units are large (3 x 16-byte loads): 4 rows of them do not fit in registers.
+// Q6_K's units are large (3 x 16-byte loads), and so are Q4_K's on the int8 path (Int8Fmt): 4 rows of
+// them do not fit in registers.
 constexpr int RowsPerThread(DType t, int r) {
   const int rpt = r >= 8 ? 4 : (r >= 2 ? 2 : 1);
-  return t == DType::kQ6_K && rpt > 2 ? 2 : rpt;
+  return (t == DType::kQ6_K || t == DType::kQ4_K) && rpt > 2 ? 2 : rpt;
 }
 constexpr int UnitsInFlight(int rpt) {
   return rpt >= 4 ? 1 : 4 / rpt;
@@ -262,34 +263,76 @@ __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
   return __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), s);
 }
 
+// The int8 path's units (loads and per-unit scales) per format: Q8_0 as the f32 path's Fmt; Q4_K in
+// 64-element groups (Q4KGroup), so that a super-block's header is loaded and its scales decoded once per
+// 32 quant bytes instead of per 16.
+template <DType T>
+struct Int8Fmt;
+template <>
+struct Int8Fmt<DType::kQ8_0> : Fmt<DType::kQ8_0> {
+  static constexpr int kUnitsPerLoad = 1;  // 16-byte weight loads per unit
+};
+
+// Unit u = 64-element group j = u % 4 of super-block u / 4: its 32 quant bytes (two 16-byte loads: bytes
+// l = 0..15 and 16..31; low nibbles are elements 64j + l of sub-block 2j, high nibbles 64j + 32 + l of
+// sub-block 2j+1) and the block's 16-byte header (d, dmin, scales).
+template <>
+struct Int8Fmt<DType::kQ4_K> {
+  using F = Fmt<DType::kQ4_K>;
+  static constexpr int kUnitElems = 64, kUnitsPerLoad = 2;
+  struct Raw {
+    uint4 hdr, qa, qb;
+  };
+  using Ctx = F::Ctx;
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    const uint8_t* blk = static_cast<const uint8_t*>(w.data) + row * (w.cols / 256) * 144 + (u / 4) * 144;
+    const uint4* qs = reinterpret_cast<const uint4*>(blk + 16) + 2 * (u % 4);
+    return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(qs), __ldg(qs + 1)};
+  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
+    const float d = F16ToF32(r.hdr.x & 0xffffu), dmin = F16ToF32(r.hdr.x >> 16);
+    const int j = u % 4;
+    float s1, m1, s2, m2;
+    F::ScaleMin(r.hdr, 2 * j, &s1, &m1);
+    F::ScaleMin(r.hdr, 2 * j + 1, &s2, &m2);
+    return {d * s1, dmin * m1, d * s2, dmin * m2};
+  }
+};
+
 // The dot product of one unit of a row with one int8 activation row (xq: the row's int8 values, xds: its
 // per-16 {dx, dx * sum q}).
 template <DType T>
 struct Int8Dot;
 
-// Q4_K: unit u is the 16 quant bytes of Fmt<kQ4_K> (low nibbles: 16 values of sub-block 2j at column c,
-// high nibbles: 16 values of sub-block 2j+1 at c + 32), each half dotted with 16 int8 activations.
 template <>
 struct Int8Dot<DType::kQ4_K> {
-  using F = Fmt<DType::kQ4_K>;
+  using F = Int8Fmt<DType::kQ4_K>;
+  static __device__ __forceinline__ uint4 Lo(const uint4& q) {
+    return make_uint4(q.x & 0x0f0f0f0fu, q.y & 0x0f0f0f0fu, q.z & 0x0f0f0f0fu, q.w & 0x0f0f0f0fu);
+  }
+  static __device__ __forceinline__ uint4 Hi(const uint4& q) {
+    return make_uint4((q.x >> 4) & 0x0f0f0f0fu, (q.y >> 4) & 0x0f0f0f0fu, (q.z >> 4) & 0x0f0f0f0fu,
+                      (q.w >> 4) & 0x0f0f0f0fu);
+  }
+  // Sub-block 2j is 32 values at c (two activation groups of 16), sub-block 2j+1 at c + 32:
+  //   d1 sum_g dx_g sum_i q_i n_i - m1 sum_g dx_g sum_i q_i   (g over the 16-value groups).
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
                                               const float2* xds) {
-    const int c_lo = F::PieceCol(u, 0), c_hi = c_lo + 32;
-    const uint4 lo = make_uint4(raw.qs.x & 0x0f0f0f0fu, raw.qs.y & 0x0f0f0f0fu, raw.qs.z & 0x0f0f0f0fu,
-                                raw.qs.w & 0x0f0f0f0fu);
-    const uint4 hi = make_uint4((raw.qs.x >> 4) & 0x0f0f0f0fu, (raw.qs.y >> 4) & 0x0f0f0f0fu,
-                                (raw.qs.z >> 4) & 0x0f0f0f0fu, (raw.qs.w >> 4) & 0x0f0f0f0fu);
-    const int sl = Dot16(lo, Ld16(xq + c_lo)), sh = Dot16(hi, Ld16(xq + c_hi));
-    const float2 dl = xds[c_lo / 16], dh = xds[c_hi / 16];
-    const float v = fmaf(ctx.d1, dl.x * static_cast<float>(sl), -ctx.m1 * dl.y);
-    return fmaf(ctx.d2, dh.x * static_cast<float>(sh), fmaf(-ctx.m2, dh.y, v));
+    const int c = (u / 4) * 256 + (u % 4) * 64;
+    const int s0 = Dot16(Lo(raw.qa), Ld16(xq + c)), s1 = Dot16(Lo(raw.qb), Ld16(xq + c + 16));
+    const int s2 = Dot16(Hi(raw.qa), Ld16(xq + c + 32)), s3 = Dot16(Hi(raw.qb), Ld16(xq + c + 48));
+    const float2 x0 = xds[c / 16], x1 = xds[c / 16 + 1], x2 = xds[c / 16 + 2], x3 = xds[c / 16 + 3];
+    const float lo = fmaf(x0.x, static_cast<float>(s0), x1.x * static_cast<float>(s1));
+    const float hi = fmaf(x2.x, static_cast<float>(s2), x3.x * static_cast<float>(s3));
+    const float v = fmaf(ctx.d1, lo, -ctx.m1 * (x0.y + x1.y));
+    return fmaf(ctx.d2, hi, fmaf(-ctx.m2, x2.y + x3.y, v));
   }
 };
 
 // Q8_0: unit u is 16 int8 weights at column 16u with their block's scale d.
 template <>
 struct Int8Dot<DType::kQ8_0> {
-  using F = Fmt<DType::kQ8_0>;
+  using F = Int8Fmt<DType::kQ8_0>;
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
                                               const float2* xds) {
     const int s = Dot16(raw.q, Ld16(xq + 16 * u));
@@ -297,13 +340,20 @@ struct Int8Dot<DType::kQ8_0> {
   }
 };
 
+// Units in flight per thread and row on the int8 path: as many 16-byte weight loads as the f32 path.
+template <DType T>
+constexpr int Int8UnitsInFlight(int rpt) {
+  const int u = UnitsInFlight(rpt) / Int8Fmt<T>::kUnitsPerLoad;
+  return u > 0 ? u : 1;
+}
+
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
 template <DType T, int R, bool kPair>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
-  using F = Fmt<T>;
+  using F = Int8Fmt<T>;
   constexpr int RPT = RowsPerThread(T, R);
   constexpr int kRows = kPair ? 2 * RPT : RPT;
-  constexpr int kUnroll = UnitsInFlight(RPT);
+  constexpr int kUnroll = Int8UnitsInFlight<T>(RPT);
   int64_t block = 0;
   const GemvSeg& sg = BlockSeg(a, &block);
   const int G = a.group;
@@ -356,12 +406,12 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
 
 // The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
 // part, its blocks.
-template <DType T, int R>
+template <DType T, int R, int kUnitElems, int kUnroll>
 GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                int64_t* blocks) {
   constexpr int RPT = RowsPerThread(T, R);
-  const int units = static_cast<int>(parts[0].w.cols / Fmt<T>::kUnitElems);
-  const int want = units / (GemvIters() * UnitsInFlight(RPT));
+  const int units = static_cast<int>(parts[0].w.cols / kUnitElems);
+  const int want = units / (GemvIters() * kUnroll);
   int group = 32;
   while (group < kThreads && group < want) group *= 2;
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
@@ -387,7 +437,7 @@ template <DType T, int R, bool kPair>
 void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
              cudaStream_t stream) {
   int64_t blocks = 0;
-  const GemvArgs a = Shape<T, R>(parts, x, out_f32, epi, up, &blocks);
+  const GemvArgs a = Shape<T, R, Fmt<T>::kUnitElems, UnitsInFlight(RowsPerThread(T, R))>(parts, x, out_f32, epi, up, &blocks);
   GemvKernel<T, R, kPair><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
   HYMT_CUDA_CHECK_LAUNCH();
 }
@@ -402,7 +452,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
       static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
   HYMT_CUDA_CHECK_LAUNCH();
   int64_t blocks = 0;
-  const GemvArgs a = Shape<T, R>(parts, x, out_f32, epi, up, &blocks);
+  const GemvArgs a = Shape<T, R, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RowsPerThread(T, R))>(parts, x, out_f32, epi, up, &blocks);
   GemvInt8Kernel<T, R, kPair><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, xq, xds);
   HYMT_CUDA_CHECK_LAUNCH();
 }
