@@ -106,7 +106,7 @@ struct EngineStats {
   int64_t step_ns = 0;
   int64_t forward_issue_ns = 0;
   int64_t select_ns = 0;
-  int64_t graph_launch_ns = 0;  // of forward_issue_ns: launching replayed graphs (cudaGraphLaunch)
+  int64_t graph_launch_ns = 0;  // of forward_issue_ns: replaying graphs from the step data (FastReplay)
   double decode_tokens_per_second = 0;  // recent rate (exponential average over steps)
 };
 

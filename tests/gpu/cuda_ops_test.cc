@@ -1099,7 +1099,9 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
 
         // q, k, v in one launch.
         DevTensor q1 = NewTensor(rows, n_q, DType::kBF16, n_q + 4), k1 = NewTensor(rows, n_kv), v1 = NewTensor(rows, n_kv);
-        DevTensor q2 = NewTensor(rows, n_q), k2 = NewTensor(rows, n_kv), v2 = NewTensor(rows, n_kv);
+        // The same strides on both sides: cuBLAS (the GEMM path of larger row counts) may pick another
+        // kernel, with another summation order, for another output stride.
+        DevTensor q2 = NewTensor(rows, n_q, DType::kBF16, n_q + 4), k2 = NewTensor(rows, n_kv), v2 = NewTensor(rows, n_kv);
         const Weight* ws[] = {&wq, &wk, &wv};
         const Tensor outs[] = {q1.t, k1.t, v1.t};
         ops_->MatMulGroup(dx.t, ws, outs);
@@ -1113,7 +1115,7 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
 
         // silu(gate) * up.
         DevTensor g1 = NewTensor(rows, n_ffn, DType::kBF16, n_ffn + 2), up1 = NewTensor(rows, n_ffn);
-        DevTensor g2 = NewTensor(rows, n_ffn), up2 = NewTensor(rows, n_ffn);
+        DevTensor g2 = NewTensor(rows, n_ffn, DType::kBF16, n_ffn + 2), up2 = NewTensor(rows, n_ffn);
         ops_->MatMulSwiGlu(dx.t, wg, wu, up1.t, g1.t);
         ops_->MatMul(dx.t, wg, g2.t);
         ops_->MatMul(dx.t, wu, up2.t);
@@ -1123,7 +1125,7 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
 
         // residual += x * down^T.
         const std::vector<float> res = RandomBf16(rng, static_cast<size_t>(rows * 48), 3.0f);
-        DevTensor r1 = Input(res, rows, 48, 48 + 16), r2 = Input(res, rows, 48);
+        DevTensor r1 = Input(res, rows, 48, 48 + 16), r2 = Input(res, rows, 48, 48 + 16);
         DevTensor scratch = NewTensor(rows, 48);
         ops_->MatMulAdd(dx.t, wd, scratch.t, r1.t);
         ops_->MatMul(dx.t, wd, scratch.t);
@@ -1397,6 +1399,81 @@ TEST_F(CudaGraphTest, ReplayEqualsEager) {
   // 128, the replay must notice (EndReplay false) and the step is captured again.
   EXPECT_EQ(replays, 6);
   EXPECT_EQ(recaptures, 2);
+}
+
+// FastReplay: after one replay through the ops, the graph replays from the step's host data alone, with
+// the same results; it declines (false) before that and when the batch's shapes moved on, and rejects ids
+// outside the embedding.
+TEST_F(CudaGraphTest, FastReplayEqualsEager) {
+  const uint64_t seed = NextSeed();
+  SCOPED_TRACE(StrCat("seed ", seed));
+  Rng rng(seed);
+  MakeWeights(rng);
+  std::vector<int32_t> n_past = {5, 30, 60};
+  std::vector<std::vector<int32_t>> tables = {{0, 1, 2, 3, 4, 5, 6, 7},
+                                              {9, 8, 10, 11, 12, 13, 14, 15},
+                                              {31, 30, 29, 28, 27, 26, 25, 24}};
+  const int rows = 3;
+  Buffers eager = MakeBuffers(rows, 32), graphed = MakeBuffers(rows, 32);
+  History(n_past, tables, rng, eager, graphed);
+  std::vector<int32_t> gather(rows);
+  std::iota(gather.begin(), gather.end(), 0);
+  std::reverse(gather.begin(), gather.end());  // what Step gathers
+
+  std::unique_ptr<CudaGraph> graph;
+  int fast = 0, walked = 0, captures = 0;
+  for (int step = 0; step < 8; ++step) {
+    SCOPED_TRACE(StrCat("step ", step));
+    StepBatch batch;
+    for (size_t s = 0; s < n_past.size(); ++s) batch.AddSeq(1, n_past[s], tables[s]);
+    std::vector<int32_t> ids(rows);
+    for (int32_t& id : ids) id = rng.Int(0, MiniLayer::kVocab - 1);
+    Step(batch, ids, eager);
+    bool ran = false;
+    if (graph != nullptr) {
+      const std::span<const int32_t> wrong[] = {ids};
+      EXPECT_FALSE(cuda_->FastReplay(*graph, batch, wrong));  // one argument list short
+      const std::span<const int32_t> args[] = {ids, gather};
+      ran = cuda_->FastReplay(*graph, batch, args);
+      fast += ran;
+      if (!ran) {
+        cuda_->BeginReplay(*graph);
+        Step(batch, ids, graphed);
+        ran = cuda_->EndReplay();
+        walked += ran;
+      }
+    }
+    if (!ran) {
+      cuda_->BeginCapture();
+      Step(batch, ids, graphed);
+      graph = cuda_->EndCapture();
+      ++captures;
+    }
+    const std::vector<float> a = Download(eager.logits.t), b = Download(graphed.logits.t);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(a[i])) << i;
+      ASSERT_EQ(a[i], b[i]) << "logit " << i;
+    }
+    EXPECT_EQ(Download(eager.x.t), Download(graphed.x.t));
+    for (int32_t& p : n_past) p += 1;
+  }
+  // Steps 0 and 4 capture (at step 4 the longest context reaches 65 and the split bucket moves from 64 to
+  // 128: FastReplay sees BeginStep differ and declines, the walk fails, and the step is captured again);
+  // steps 1 and 5 walk the ops once; the other four replay fast.
+  EXPECT_EQ(captures, 2);
+  EXPECT_EQ(walked, 2);
+  EXPECT_EQ(fast, 4);
+
+  // An id outside the embedding is an error, not a launch; eager work goes on.
+  StepBatch batch;
+  for (size_t s = 0; s < n_past.size(); ++s) batch.AddSeq(1, n_past[s], tables[s]);
+  const std::vector<int32_t> bad = {1, MiniLayer::kVocab, 2};
+  const std::span<const int32_t> args[] = {bad, gather};
+  EXPECT_THROW(cuda_->FastReplay(*graph, batch, args), Error);
+  const std::vector<int32_t> ids = {3, 4, 5};
+  Step(batch, ids, eager);
+  for (float f : Download(eager.logits.t)) ASSERT_TRUE(std::isfinite(f));
 }
 
 TEST_F(CudaGraphTest, MisuseInsideCaptureSpoilsTheGraph) {

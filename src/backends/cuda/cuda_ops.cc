@@ -52,6 +52,8 @@ void CheckCublas(cublasStatus_t st, const char* what, const char* file, int line
   Fail(code, "cuBLAS error ", cublasGetStatusString(st), " in ", what, " at ", file, ":", line);
 }
 
+// Words BeginStep records in a graph's trace (its kind and ten values).
+constexpr size_t kBeginStepWords = 11;
 // Rows of a sequence up to which decode attention (flash decoding, one row at a time) is used; longer
 // chunks go to the prefill kernel.
 constexpr int kDecodeMaxRows = 4;
@@ -194,6 +196,16 @@ class GraphImpl final : public CudaGraph {
   cudaGraphExec_t exec = nullptr;
   std::vector<int64_t> trace;  // every op's arguments at capture, compared on replay
   const void* owner = nullptr;
+  // Host data the ops staged during the capture, in order (where, how many bytes, the bound every
+  // int32 value must stay below; -1: data FastReplay cannot supply), and the trace words of BeginStep.
+  struct Slot {
+    size_t offset = 0;
+    size_t bytes = 0;
+    int64_t bound = -1;
+  };
+  std::vector<Slot> slots;
+  size_t begin_step_words = 0;
+  bool validated = false;  // replayed once through the ops (EndReplay): FastReplay may skip them
 };
 
 // Where each region of a prepared weight goes: region i holds row_bytes[i] per row at base[i] (see the
@@ -539,7 +551,7 @@ class CudaOpsImpl final : public CudaOps {
              table.rows, " rows)");
     Trace({kOpEmbed, Ptr(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, Ptr(out.data), out.rows,
            out.stride, simple_});
-    const auto staged = Stage(ops_area_, ids.data(), ids.size() * 4, true);
+    const auto staged = Stage(ops_area_, ids.data(), ids.size() * 4, true, table.rows);
     if (!Launching()) return;
     cuda::LaunchEmbed(w, static_cast<const int32_t*>(staged.dev), Mat(out), simple_, stream_);
   }
@@ -784,7 +796,7 @@ class CudaOpsImpl final : public CudaOps {
     for (int32_t r : rows) HYMT_CUDA_EXPECT(r >= 0 && r < x.rows, "row ", r, " of ", x.rows);
     Trace({kOpGatherRows, Ptr(x.data), x.rows, x.cols, x.stride, static_cast<int64_t>(x.dtype), Ptr(out.data),
            out.rows, out.stride});
-    const auto staged = Stage(ops_area_, rows.data(), rows.size() * 4, true);
+    const auto staged = Stage(ops_area_, rows.data(), rows.size() * 4, true, x.rows);
     if (!Launching()) return;
     cuda::LaunchGatherRows(Mat(x), x.dtype == DType::kF32 ? 4 : 2, static_cast<const int32_t*>(staged.dev),
                            Mat(out), stream_);
@@ -852,6 +864,7 @@ class CudaOpsImpl final : public CudaOps {
     Bind(device_);
     ResetForGraph();
     trace_.clear();
+    capture_slots_.clear();
     capture_failed_ = false;
     HYMT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     mode_ = Mode::kCapture;
@@ -874,9 +887,12 @@ class CudaOpsImpl final : public CudaOps {
     const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
     cudaGraphDestroy(graph);
     HYMT_CUDA_CHECK(err);
+    g->begin_step_words = trace_.empty() || trace_[0] != kOpBeginStep ? 0 : kBeginStepWords;
     g->trace = std::move(trace_);
+    g->slots = std::move(capture_slots_);
     g->owner = this;
     trace_.clear();
+    capture_slots_.clear();
     Launch(*g);
     return g;
   }
@@ -904,6 +920,46 @@ class CudaOpsImpl final : public CudaOps {
       has_batch_ = false;  // the staged batch was never uploaded: the caller runs BeginStep again
       return false;
     }
+    g->validated = true;
+    Launch(*g);
+    return true;
+  }
+
+  bool FastReplay(CudaGraph& graph, const StepBatch& batch, std::span<const std::span<const int32_t>> args) override {
+    ExpectEager("FastReplay");
+    auto* g = dynamic_cast<GraphImpl*>(&graph);
+    HYMT_CUDA_EXPECT(g != nullptr && g->owner == this, "the graph was captured by another CudaOps");
+    if (!g->validated || g->begin_step_words == 0 || args.size() != g->slots.size()) return false;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (g->slots[i].bound < 0 || args[i].size() * sizeof(int32_t) != g->slots[i].bytes) return false;
+    Bind(device_);
+    ResetForGraph();
+    replay_ = g;
+    replay_pos_ = 0;
+    replay_ok_ = true;
+    mode_ = Mode::kReplay;
+    try {
+      BeginStep(batch);  // validates and stages the batch; its trace words must be the capture's
+    } catch (...) {
+      mode_ = Mode::kEager;
+      replay_ = nullptr;
+      has_batch_ = false;
+      throw;
+    }
+    mode_ = Mode::kEager;
+    replay_ = nullptr;
+    if (!replay_ok_ || replay_pos_ != g->begin_step_words) {
+      has_batch_ = false;
+      return false;
+    }
+    for (size_t i = 0; i < args.size(); ++i)
+      for (int32_t v : args[i])
+        if (v < 0 || v >= g->slots[i].bound) {
+          has_batch_ = false;
+          Fail(ErrorCode::kInvalidArgument, "cuda: graph argument ", v, " outside [0, ", g->slots[i].bound, ")");
+        }
+    for (size_t i = 0; i < args.size(); ++i)
+      std::memcpy(ops_area_.host.get() + g->slots[i].offset, args[i].data(), g->slots[i].bytes);
     Launch(*g);
     return true;
   }
@@ -1102,7 +1158,9 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   // ---- staging and graphs ----
-  Staged Stage(StagingArea& area, const void* src, size_t bytes, bool upload) {
+  // Copies `bytes` from src into the area's pinned host memory and (upload) on to its device copy. In a
+  // capture, ops_area_ staging is recorded as a slot of the graph (bound: see GraphImpl::Slot).
+  Staged Stage(StagingArea& area, const void* src, size_t bytes, bool upload, int64_t bound = -1) {
     if (mode_ == Mode::kReplay && !replay_ok_) return {};
     size_t off = RoundUp(area.used, kStagingAlign);
     if (off + bytes > area.capacity) {
@@ -1117,6 +1175,7 @@ class CudaOpsImpl final : public CudaOps {
     char* dev = static_cast<char*>(area.dev.get()) + off;
     if (bytes > 0) std::memcpy(host, src, bytes);
     area.used = off + bytes;
+    if (mode_ == Mode::kCapture && &area == &ops_area_) capture_slots_.push_back({off, bytes, bound});
     if (upload && bytes > 0 && mode_ != Mode::kReplay) {
       HYMT_CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_));
       if (mode_ == Mode::kEager) HYMT_CUDA_CHECK(cudaEventRecord(area.done.get(), stream_));
@@ -1190,6 +1249,7 @@ class CudaOpsImpl final : public CudaOps {
   bool capture_failed_ = false;
   std::vector<int64_t> trace_;
   GraphImpl* replay_ = nullptr;
+  std::vector<GraphImpl::Slot> capture_slots_;
   size_t replay_pos_ = 0;
   bool replay_ok_ = false;
 };

@@ -100,6 +100,13 @@ class CudaOps : public Ops {
   virtual void BeginReplay(CudaGraph& graph) = 0;
   // True when the graph was launched; false when the ops since BeginReplay differed from the capture.
   virtual bool EndReplay() = 0;
+  // Replays a graph without running its ops again: stages `batch` as BeginStep does and `args` into the
+  // host data the captured ops staged, in their order (token ids for Embed, rows for GatherRows), and
+  // launches. Only for a graph that EndReplay has launched once and whose BeginStep matches `batch`'s
+  // shapes, so that the ops would have staged exactly this (false otherwise: run the ops). Throws
+  // Error(kInvalidArgument) for an argument outside what its op accepts.
+  virtual bool FastReplay(CudaGraph& graph, const StepBatch& batch,
+                          std::span<const std::span<const int32_t>> args) = 0;
 
   // The cudaStream_t all ops run on (for events in benchmarks and tests).
   virtual void* stream() const = 0;

@@ -162,10 +162,9 @@ __device__ __forceinline__ void ReduceAndStore(float (&acc)[kPair ? 2 * RPT : RP
   }
 }
 
-template <DType T, int R, bool kPair>
+template <DType T, int R, bool kPair, int RPT>
 __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   using F = Fmt<T>;
-  constexpr int RPT = RowsPerThread(T, R);
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = UnitsInFlight(RPT);
   int64_t block = 0;
@@ -348,10 +347,9 @@ constexpr int Int8UnitsInFlight(int rpt) {
 }
 
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
-template <DType T, int R, bool kPair>
+template <DType T, int R, bool kPair, int RPT>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
   using F = Int8Fmt<T>;
-  constexpr int RPT = RowsPerThread(T, R);
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = Int8UnitsInFlight<T>(RPT);
   int64_t block = 0;
@@ -406,10 +404,9 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
 
 // The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
 // part, its blocks.
-template <DType T, int R, int kUnitElems, int kUnroll>
+template <int RPT, int kUnitElems, int kUnroll>
 GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                int64_t* blocks) {
-  constexpr int RPT = RowsPerThread(T, R);
   const int units = static_cast<int>(parts[0].w.cols / kUnitElems);
   const int want = units / (GemvIters() * kUnroll);
   int group = 32;
@@ -433,16 +430,26 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   return a;
 }
 
-template <DType T, int R, bool kPair>
+// Weight rows per thread for one token row (1 or 2; HYMT_GEMV_RPT1, default 1): two rows share each
+// activation load, which halves the L1 traffic per weight byte at the cost of registers.
+int GemvRpt1() {
+  static const int rpt = [] {
+    const char* s = std::getenv("HYMT_GEMV_RPT1");
+    return s != nullptr && std::atoi(s) == 2 ? 2 : 1;
+  }();
+  return rpt;
+}
+
+template <DType T, int R, bool kPair, int RPT>
 void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
              cudaStream_t stream) {
   int64_t blocks = 0;
-  const GemvArgs a = Shape<T, R, Fmt<T>::kUnitElems, UnitsInFlight(RowsPerThread(T, R))>(parts, x, out_f32, epi, up, &blocks);
-  GemvKernel<T, R, kPair><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  const GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  GemvKernel<T, R, kPair, RPT><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
   HYMT_CUDA_CHECK_LAUNCH();
 }
 
-template <DType T, int R, bool kPair>
+template <DType T, int R, bool kPair, int RPT>
 void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                 void* scratch, cudaStream_t stream) {
   const int64_t K = parts[0].w.cols;
@@ -452,9 +459,27 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
       static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
   HYMT_CUDA_CHECK_LAUNCH();
   int64_t blocks = 0;
-  const GemvArgs a = Shape<T, R, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RowsPerThread(T, R))>(parts, x, out_f32, epi, up, &blocks);
-  GemvInt8Kernel<T, R, kPair><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, xq, xds);
+  const GemvArgs a =
+      Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  GemvInt8Kernel<T, R, kPair, RPT><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, xq, xds);
   HYMT_CUDA_CHECK_LAUNCH();
+}
+
+// The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1().
+template <DType T, int R>
+void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream) {
+  if (R == 1 && GemvRpt1() == 2)
+    LaunchT<T, R, false, 2>(parts, x, out_f32, epi, nullptr, stream);
+  else
+    LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream);
+}
+template <DType T, int R>
+void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
+                    cudaStream_t stream) {
+  if (R == 1 && GemvRpt1() == 2)
+    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream);
+  else
+    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream);
 }
 
 // Calls f.template operator()<R>() with R the kernel's token rows for n rows (1, 2, 4 or 8).
@@ -526,24 +551,25 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
     // keep the SM occupied (over 100 at two rows).
     HYMT_CUDA_EXPECT(x.rows == 1, "the SwiGLU GEMV takes one token row, not ", x.rows);
     if (int8 && t == DType::kQ4_K)
-      LaunchInt8<DType::kQ4_K, 1, true>(parts, x, out_f32, epi, up, act_scratch, stream);
+      LaunchInt8<DType::kQ4_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
     else if (int8)
-      LaunchInt8<DType::kQ8_0, 1, true>(parts, x, out_f32, epi, up, act_scratch, stream);
-    const bool ok = int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true>(parts, x, out_f32, epi, up, stream); });
+      LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
+    const bool ok =
+        int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true, 1>(parts, x, out_f32, epi, up, stream); });
     HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
     return;
   }
   if (int8) {
     DispatchRows(x.rows, [&]<int R>() {
       if (t == DType::kQ4_K)
-        LaunchInt8<DType::kQ4_K, R, false>(parts, x, out_f32, epi, up, act_scratch, stream);
+        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream);
       else
-        LaunchInt8<DType::kQ8_0, R, false>(parts, x, out_f32, epi, up, act_scratch, stream);
+        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream);
     });
     return;
   }
   const bool ok = DispatchFmt(t, [&]<DType T>() {
-    DispatchRows(x.rows, [&]<int R>() { LaunchT<T, R, false>(parts, x, out_f32, epi, up, stream); });
+    DispatchRows(x.rows, [&]<int R>() { LaunchFloat<T, R>(parts, x, out_f32, epi, stream); });
   });
   HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
 }
