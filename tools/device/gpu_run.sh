@@ -50,7 +50,7 @@ if has gpu; then stage gpu 330 bash tests/gpu/run.sh --out "$W/gpu" --build "$B"
 # Decode GEMV tuning: the kernel lab's GEMV sections at several HYMT_GEMV_ITERS, and Nsight Compute on
 # the gate/up GEMV of bf16, q8_0 and q4_k (the third shape: 2 shapes x 216 launches skipped).
 if has tune && [[ -x $B/bench/cuda_kernels ]]; then
-  for cfg in ${TUNE:-1:1 2:1 4:1 1:2 2:2 4:2}; do  # HYMT_GEMV_ITERS:HYMT_GEMV_RPT1
+  for cfg in ${TUNE:-1:1 2:1 4:1 1:2 2:2 4:2 2:4 4:4}; do  # HYMT_GEMV_ITERS:HYMT_GEMV_RPT1
     HYMT_GEMV_ITERS=${cfg%:*} HYMT_GEMV_RPT1=${cfg#*:} stage tune_$cfg 60 "$B/bench/cuda_kernels" --gemv
   done
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

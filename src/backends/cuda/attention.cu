@@ -61,6 +61,8 @@ __device__ __forceinline__ uint16_t* OutRow(const AttentionArgs& a, int row, int
 // grid (n_kv_heads, n_decode, n_splits). GMAX >= group; heads past the group are skipped.
 template <bool kF16, int HD, int GMAX>
 __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs a) {
+  PdlWait();
+  PdlTrigger();
   constexpr int LP = HD / 8;                 // lanes per position
   constexpr int SUBS = kDecodeThreads / LP;  // positions in flight per block
   const int hk = blockIdx.x, li = blockIdx.y, split = blockIdx.z;
@@ -169,6 +171,8 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
 
 // grid (n_decode, n_heads), max(32, head_dim) threads: merges the splits of one (row, head).
 __global__ void AttnCombineKernel(AttentionArgs a) {
+  PdlWait();
+  PdlTrigger();
   const int li = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const int hd = a.kv.head_dim;
   if (d >= hd) return;
@@ -635,20 +639,20 @@ template <bool kF16, int HD>
 void LaunchFastT(const AttentionArgs& a, cudaStream_t stream) {
   const int group = a.n_heads / a.kv.n_kv_heads;
   if (a.n_decode > 0) {
+    const bool pdl = PdlEnabled();
     const dim3 grid(a.kv.n_kv_heads, a.n_decode, a.n_splits);
     if (group == 1)
-      AttnDecodeKernel<kF16, HD, 1><<<grid, kDecodeThreads, 0, stream>>>(a);
+      Launch(pdl, AttnDecodeKernel<kF16, HD, 1>, grid, kDecodeThreads, 0, stream, a);
     else if (group == 2)
-      AttnDecodeKernel<kF16, HD, 2><<<grid, kDecodeThreads, 0, stream>>>(a);
+      Launch(pdl, AttnDecodeKernel<kF16, HD, 2>, grid, kDecodeThreads, 0, stream, a);
     else if (group <= 4)
-      AttnDecodeKernel<kF16, HD, 4><<<grid, kDecodeThreads, 0, stream>>>(a);
+      Launch(pdl, AttnDecodeKernel<kF16, HD, 4>, grid, kDecodeThreads, 0, stream, a);
     else
-      AttnDecodeKernel<kF16, HD, 8><<<grid, kDecodeThreads, 0, stream>>>(a);
+      Launch(pdl, AttnDecodeKernel<kF16, HD, 8>, grid, kDecodeThreads, 0, stream, a);
     HYMT_CUDA_CHECK_LAUNCH();
     if (a.n_splits > 1) {
       constexpr int kCombineThreads = HD > 32 ? HD : 32;
-      AttnCombineKernel<<<dim3(a.n_decode, a.n_heads), kCombineThreads, 0, stream>>>(a);
-      HYMT_CUDA_CHECK_LAUNCH();
+      Launch(pdl, AttnCombineKernel, dim3(a.n_decode, a.n_heads), kCombineThreads, 0, stream, a);
     }
   }
   if (a.n_tiles > 0 && a.prefill_tensor_cores) {

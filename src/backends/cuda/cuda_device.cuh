@@ -14,12 +14,51 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "backends/cuda/cuda_internal.h"
 
 namespace hymt::cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---- programmatic dependent launch (sm_90+) ----
+// A kernel launched with Launch(..., pdl = true) may start while the kernel before it in the stream is
+// still finishing: it must call PdlWait() before it reads anything earlier kernels wrote or writes
+// anything (what it may do before: index arithmetic and loads of weights, which no kernel writes).
+// PdlTrigger() lets the next such kernel start as soon as every block of this one has called it.
+__device__ __forceinline__ void PdlWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void PdlTrigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
+// turned off with HYMT_PDL=0.
+bool PdlEnabled();
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when pdl.
+template <typename... P, typename... A>
+void Launch(bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            A&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = pdl ? 1 : 0;
+  CheckCuda(cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...), "cudaLaunchKernelEx", __FILE__,
+            __LINE__);
+}
 
 // ---- numbers ----
 __device__ __forceinline__ float Bf16ToF32(uint16_t h) {

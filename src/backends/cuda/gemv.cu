@@ -35,7 +35,9 @@
 //   Q8_0: sum_i x_i d w_i = d dx sum_i q_i w_i.
 // The activation rounding (|x - dx q| <= dx / 2, dx = max|x| / 127 over 16 values) is the only change
 // in the result; the tests bound it.
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "backends/cuda/cuda_device.cuh"
 
@@ -190,14 +192,22 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
 #pragma unroll
     for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
 
-  for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    typename F::Raw raw[kUnroll][kRows];
+  // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
+  // kernel before this one finishes.
+  typename F::Raw raw[kUnroll][kRows];
+  auto load = [&](int u0) {
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = min(u0 + k * G, units - 1);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) raw[k][r] = F::Load(r < RPT ? sg.w : a.up, rows[r % RPT], u);
     }
+  };
+  load(lane_g);
+  PdlWait();
+  PdlTrigger();
+  for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+    if (u0 != lane_g) load(u0);
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * G;
@@ -232,6 +242,8 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
 // {dx, dx * sum q} with dx = max|x| / 127. One block per row.
 __global__ __launch_bounds__(kThreads) void QuantizeActKernel(const uint16_t* x, int64_t x_stride, int64_t K,
                                                               int8_t* xq, float2* xds) {
+  PdlWait();
+  PdlTrigger();
   const int64_t t = blockIdx.x;
   const uint16_t* xr = x + t * x_stride;
   for (int64_t g = threadIdx.x; g < K / 16; g += kThreads) {
@@ -378,14 +390,22 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
 #pragma unroll
     for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
 
-  for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    typename F::Raw raw[kUnroll][kRows];
+  // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
+  // kernel before this one finishes.
+  typename F::Raw raw[kUnroll][kRows];
+  auto load = [&](int u0) {
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = min(u0 + k * G, units - 1);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) raw[k][r] = F::Load(r < RPT ? sg.w : a.up, rows[r % RPT], u);
     }
+  };
+  load(lane_g);
+  PdlWait();
+  PdlTrigger();
+  for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+    if (u0 != lane_g) load(u0);
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * G;
@@ -430,12 +450,13 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   return a;
 }
 
-// Weight rows per thread for one token row (1 or 2; HYMT_GEMV_RPT1, default 1): two rows share each
-// activation load, which halves the L1 traffic per weight byte at the cost of registers.
+// Weight rows per thread for one token row (1, 2 or 4; HYMT_GEMV_RPT1, default 1): rows of a thread share
+// each activation load, which cuts the L1 traffic per weight byte at the cost of registers.
 int GemvRpt1() {
   static const int rpt = [] {
     const char* s = std::getenv("HYMT_GEMV_RPT1");
-    return s != nullptr && std::atoi(s) == 2 ? 2 : 1;
+    const int v = s != nullptr ? std::atoi(s) : 1;
+    return v == 2 || v == 4 ? v : 1;
   }();
   return rpt;
 }
@@ -445,8 +466,7 @@ void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilo
              cudaStream_t stream) {
   int64_t blocks = 0;
   const GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
-  GemvKernel<T, R, kPair, RPT><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
-  HYMT_CUDA_CHECK_LAUNCH();
+  Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
 }
 
 template <DType T, int R, bool kPair, int RPT>
@@ -455,14 +475,14 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
-  QuantizeActKernel<<<static_cast<unsigned>(x.rows), kThreads, 0, stream>>>(
-      static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
-  HYMT_CUDA_CHECK_LAUNCH();
+  const bool pdl = PdlEnabled();
+  Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
+         static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
   int64_t blocks = 0;
   const GemvArgs a =
       Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
-  GemvInt8Kernel<T, R, kPair, RPT><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, xq, xds);
-  HYMT_CUDA_CHECK_LAUNCH();
+  Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT>, static_cast<unsigned>(blocks), kThreads, 0, stream, a,
+         static_cast<const int8_t*>(xq), static_cast<const float2*>(xds));
 }
 
 // The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1().
@@ -470,6 +490,8 @@ template <DType T, int R>
 void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream) {
   if (R == 1 && GemvRpt1() == 2)
     LaunchT<T, R, false, 2>(parts, x, out_f32, epi, nullptr, stream);
+  else if (R == 1 && GemvRpt1() == 4 && T != DType::kQ6_K)
+    LaunchT<T, R, false, (T == DType::kQ6_K ? 2 : 4)>(parts, x, out_f32, epi, nullptr, stream);
   else
     LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream);
 }
@@ -478,6 +500,8 @@ void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, Ge
                     cudaStream_t stream) {
   if (R == 1 && GemvRpt1() == 2)
     LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream);
+  else if (R == 1 && GemvRpt1() == 4)
+    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream);
   else
     LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream);
 }
@@ -514,6 +538,24 @@ __global__ __launch_bounds__(128) void GemvSimpleKernel(WeightView w, MatView x,
 }
 
 }  // namespace
+
+bool PdlEnabled() {
+  static const bool env_on = [] {
+    const char* s = std::getenv("HYMT_PDL");
+    return s == nullptr || std::strcmp(s, "0") != 0;
+  }();
+  if (!env_on) return false;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  static std::atomic<int> cc_major[64];  // 0: not asked yet
+  int cc = cc_major[dev].load(std::memory_order_relaxed);
+  if (cc == 0) {
+    cudaDeviceProp prop;
+    cc = cudaGetDeviceProperties(&prop, dev) == cudaSuccess ? prop.major : -1;
+    cc_major[dev].store(cc, std::memory_order_relaxed);
+  }
+  return cc >= 9;
+}
 
 bool GemvFastSupported(const WeightView& w, MatView x) {
   const int unit = FmtUnitElems(w.dtype);

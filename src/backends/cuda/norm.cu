@@ -17,6 +17,8 @@ constexpr int kMaxHeadDim = 256;  // RopeNorm: a warp holds a head, 4 pairs per 
 // alias.
 __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightView w, float eps,
                                                               MatView out) {
+  PdlWait();
+  PdlTrigger();
   __shared__ float scratch[32];
   const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
   uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
@@ -109,6 +111,8 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
                                                         WeightView inv_freq, WeightView q_norm, bool has_q_norm,
                                                         WeightView k_norm, bool has_k_norm, float eps, KvView kv,
                                                         BatchView batch) {
+  PdlWait();
+  PdlTrigger();
   const int items = n_heads + 2 * kv.n_kv_heads;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
   if (item >= q.rows * items) return;  // whole warps leave together
@@ -138,8 +142,7 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
 
 void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream) {
   if (x.rows == 0) return;
-  RmsNormKernel<<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(x, w, eps, out);
-  HYMT_CUDA_CHECK_LAUNCH();
+  Launch(PdlEnabled(), RmsNormKernel, static_cast<unsigned>(x.rows), kNormThreads, 0, stream, x, w, eps, out);
 }
 
 void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
@@ -162,18 +165,19 @@ void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const Weight
   const unsigned blocks = static_cast<unsigned>((items + 3) / 4);
   const WeightView qn = q_norm != nullptr ? *q_norm : WeightView{}, kn = k_norm != nullptr ? *k_norm : WeightView{};
   const bool has_q = q_norm != nullptr, has_k = k_norm != nullptr;
+  const bool pdl = PdlEnabled();
   switch (kv.dtype) {
     case DType::kBF16:
-      RopeNormKvKernel<DType::kBF16><<<blocks, 128, 0, stream>>>(q, k, v, n_heads, inv_freq, qn, has_q, kn, has_k,
-                                                                 eps, kv, batch);
+      Launch(pdl, RopeNormKvKernel<DType::kBF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
+             has_k, eps, kv, batch);
       break;
     case DType::kF16:
-      RopeNormKvKernel<DType::kF16><<<blocks, 128, 0, stream>>>(q, k, v, n_heads, inv_freq, qn, has_q, kn, has_k,
-                                                                eps, kv, batch);
+      Launch(pdl, RopeNormKvKernel<DType::kF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
+             has_k, eps, kv, batch);
       break;
     case DType::kF32:
-      RopeNormKvKernel<DType::kF32><<<blocks, 128, 0, stream>>>(q, k, v, n_heads, inv_freq, qn, has_q, kn, has_k,
-                                                                eps, kv, batch);
+      Launch(pdl, RopeNormKvKernel<DType::kF32>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
+             has_k, eps, kv, batch);
       break;
     default:
       Fail(ErrorCode::kUnsupported, "cuda: KV cache type ", DTypeName(kv.dtype), " (bf16, f16 or f32)");

@@ -279,3 +279,29 @@ class Launcher {
   cudaStream_t stream_;
 };
 }  // namespace emu
+
+// cudaLaunchKernelEx: the launch attributes (programmatic dependent launch) change nothing on streams
+// that run each operation to completion in order.
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
+union cudaLaunchAttributeValue {
+  int programmaticStreamSerializationAllowed;
+};
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+  dim3 gridDim;
+  dim3 blockDim;
+  size_t dynamicSmemBytes;
+  cudaStream_t stream;
+  cudaLaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
+template <typename... P, typename... A>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(P...), A&&... args) {
+  emu::Launcher(config->gridDim, config->blockDim, config->dynamicSmemBytes, config->stream)
+      .Run(kernel, std::forward<A>(args)...);
+  return cudaSuccess;
+}
+
