@@ -30,7 +30,7 @@ int32_t SampleRow(std::span<const float> logits, int32_t n_valid, const SampleSp
   }
   if (spec.temperature <= 0) return static_cast<int32_t>(std::max_element(s.begin(), s.end()) - s.begin());
 
-  const float inv_t = 1.0f / spec.temperature;
+  const float inv_t = InverseTemperature(spec);
   for (float& v : s) v *= inv_t;
   std::vector<int32_t> order(s.size());
   std::iota(order.begin(), order.end(), 0);
@@ -42,11 +42,19 @@ int32_t SampleRow(std::span<const float> logits, int32_t n_valid, const SampleSp
   } else {
     std::sort(order.begin(), order.end(), by_score);
   }
-  const float mx = s[order[0]];
+  std::vector<float> top(k);
+  for (size_t i = 0; i < k; ++i) top[i] = s[order[i]];
+  return SampleFromTopK(top, std::span<const int32_t>(order.data(), k), spec);
+}
+
+int32_t SampleFromTopK(std::span<const float> scores, std::span<const int32_t> ids, const SampleSpec& spec) {
+  const size_t k = scores.size();
+  HYMT_CHECK(k > 0 && ids.size() == k);
+  const float mx = scores[0];
   std::vector<double> probs(k);
   double total = 0;
   for (size_t i = 0; i < k; ++i) {
-    probs[i] = std::exp(static_cast<double>(s[order[i]] - mx));
+    probs[i] = std::exp(static_cast<double>(scores[i] - mx));
     total += probs[i];
   }
   size_t keep = k;
@@ -65,9 +73,9 @@ int32_t SampleRow(std::span<const float> logits, int32_t n_valid, const SampleSp
   double u = spec.uniform * kept;
   for (size_t i = 0; i < keep; ++i) {
     u -= probs[i];
-    if (u < 0) return order[i];
+    if (u < 0) return ids[i];
   }
-  return order[keep - 1];
+  return ids[keep - 1];
 }
 
 void Ops::SampleTokens(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid,

@@ -152,6 +152,7 @@ class Rng {
   float Normal() { return normal_(gen_); }
   float Uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen_); }  // inclusive
+  double Uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(gen_); }
   uint8_t Byte() { return static_cast<uint8_t>(gen_() & 0xff); }
   std::mt19937_64& gen() { return gen_; }
 
@@ -1066,6 +1067,64 @@ TEST_F(CudaOpsTest, SwiGluAndAdd) {
       EXPECT_TRUE(Close(Download(da.t), sum, RelTol(sum, kU, 1e-30f)));
       EXPECT_TRUE(PaddingIntact(da.t));
     }
+  }
+}
+
+// ---- sampling ----
+
+// Top-k sampling on the device (the k best found there, top-p and the draw on the host) chooses exactly
+// the tokens the host path chooses: penalties with repeated and out-of-range history tokens, greedy rows
+// with a penalty, ties at the k-th score (a few, and more than the device collects), -0 and +0, a row
+// with a NaN, bf16 and f32 logits.
+TEST_F(CudaOpsTest, TopKSamplingMatchesTheHostPath) {
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    const uint64_t seed = NextSeed();
+    SCOPED_TRACE(StrCat(DTypeName(dt), " seed ", seed));
+    Rng rng(seed);
+    const int64_t rows = 24, vocab = 5003;
+    const int32_t n_valid = 4990;
+    std::vector<float> v = RandomBf16(rng, static_cast<size_t>(rows * vocab), 3.0f);
+    auto at = [&](int64_t r, int64_t i) -> float& { return v[static_cast<size_t>(r * vocab + i)]; };
+    for (int i = 0; i < 100; ++i) at(1, 37 * i + 5) = 40.0f;   // 100 ties at the top: top-20 takes the lowest ids
+    for (int i = 0; i < 300; ++i) at(2, 13 * i + 1) = 40.0f;   // 300 ties: more than the device collects
+    for (int64_t i = 0; i < vocab; ++i) at(3, i) = -std::fabs(at(3, i)) - 1.0f;
+    for (int i = 0; i < 30; ++i) at(3, 7 * i + 3) = (i % 2) ? 0.0f : -0.0f;  // ties of -0 and +0
+    at(4, 77) = std::nanf("");
+    at(5, n_valid + 3) = 1000.0f;  // past n_valid: never chosen
+    std::vector<std::vector<int32_t>> hist(static_cast<size_t>(rows));
+    std::vector<SampleSpec> specs(static_cast<size_t>(rows));
+    const int ks[] = {1, 2, 5, 20, 64};
+    for (int64_t r = 0; r < rows; ++r) {
+      SampleSpec& sp = specs[static_cast<size_t>(r)];
+      sp.temperature = r % 7 == 6 ? 0.0f : (r % 3 == 0 ? 0.7f : 1.3f);
+      sp.top_k = ks[r % 5];
+      sp.top_p = r % 4 == 0 ? 1.0f : (r % 4 == 1 ? 0.6f : 0.95f);
+      sp.repetition_penalty = r % 3 == 2 ? 1.0f : (r % 2 ? 1.05f : 1.3f);
+      sp.uniform = rng.Uniform();
+      auto& h = hist[static_cast<size_t>(r)];
+      for (int j = 0; j < 40; ++j) h.push_back(rng.Int(0, vocab - 1));
+      h.push_back(h[0]);        // repeated
+      h.push_back(-3);          // outside the vocabulary
+      h.push_back(n_valid + 1); // past n_valid
+      // the row's best tokens too, so that the penalty moves the top
+      int64_t best = 0;
+      for (int64_t i = 0; i < n_valid; ++i)
+        if (at(r, i) > at(r, best)) best = i;
+      h.push_back(static_cast<int32_t>(best));
+      sp.history = h;
+    }
+    specs[1].top_k = 20, specs[1].temperature = 0.7f, specs[1].repetition_penalty = 1.0f;
+    specs[2].top_k = 20, specs[2].temperature = 0.7f, specs[2].repetition_penalty = 1.0f;
+    specs[3].top_k = 64, specs[3].temperature = 1.0f, specs[3].repetition_penalty = 1.0f;
+    DevTensor d = NewTensor(rows, vocab, dt);
+    Upload(v, d.t);
+    std::vector<int32_t> device_ids(static_cast<size_t>(rows)), host_ids(static_cast<size_t>(rows));
+    ops_->SampleTokens(d.t, specs, n_valid, device_ids);
+    ops_->Ops::SampleTokens(d.t, specs, n_valid, host_ids);
+    EXPECT_EQ(device_ids, host_ids);
+    EXPECT_EQ(device_ids[4], kNonFiniteLogits);
+    for (int64_t r = 0; r < rows; ++r)
+      if (r != 4) EXPECT_TRUE(device_ids[static_cast<size_t>(r)] >= 0 && device_ids[static_cast<size_t>(r)] < n_valid) << r;
   }
 }
 

@@ -180,6 +180,22 @@ void LaunchAttentionFast(const AttentionArgs& args, cudaStream_t stream);
 // The simple kernel: one warp per (row, head), every row of the batch (rows = q.rows).
 void LaunchAttentionSimple(const AttentionArgs& args, cudaStream_t stream);
 
+// Sampling on the device (sample.cu): per row, the k best scores after the repetition penalty and the
+// temperature, best first (ties: lowest id first), for the host's top-p and draw (SampleFromTopK).
+constexpr int kMaxTopK = 64;
+struct TopKRowSpec {
+  float inv_temperature;  // 1 / temperature as the host computes it (InverseTemperature)
+  float penalty;          // the repetition penalty (1: none)
+  int32_t k;              // 1..kMaxTopK
+  int32_t history_begin;  // the row's history tokens: sorted, distinct, < n_valid, at history[begin..)
+  int32_t history_count;
+};
+// out_scores / out_ids: [rows][kMaxTopK]; flags[r]: 0 done, 1 non-finite logits, 2 too many ties (the host
+// samples the row itself).
+void LaunchTopKRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid,
+                    const TopKRowSpec* specs, const int32_t* history, float* out_scores, int32_t* out_ids,
+                    int32_t* flags, cudaStream_t stream);
+
 // Row-wise argmax over logits[rows, n_valid] (bf16, or f32 when `f32`), lowest index on ties, into out[rows].
 void LaunchArgmaxRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid, int32_t* out,
                       cudaStream_t stream);

@@ -18,6 +18,7 @@
 #include "core/half.h"
 #include "core/logging.h"
 #include "core/status.h"
+#include "ops/sampling.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
@@ -188,6 +189,30 @@ struct StagingArea {
   Event done;
 };
 
+// Device top-k sampling's buffers (pinned and device, the same layout): row specs | history tokens |
+// k best scores | their ids | flags, for kSampleAreaRows rows per launch.
+constexpr size_t kSampleAreaRows = 1024;
+struct SampleLayout {
+  size_t specs_offset = 0, history_offset = 0, scores_offset = 0, ids_offset = 0, flags_offset = 0, end_offset = 0;
+  size_t history_capacity = 0;
+  explicit SampleLayout(size_t history_tokens) : history_capacity(history_tokens) {
+    history_offset = RoundUp(kSampleAreaRows * sizeof(cuda::TopKRowSpec), 256);
+    scores_offset = RoundUp(history_offset + history_capacity * sizeof(int32_t), 256);
+    ids_offset = scores_offset + kSampleAreaRows * cuda::kMaxTopK * sizeof(float);
+    flags_offset = ids_offset + kSampleAreaRows * cuda::kMaxTopK * sizeof(int32_t);
+    end_offset = flags_offset + kSampleAreaRows * sizeof(int32_t);
+  }
+};
+struct SampleArea : SampleLayout {
+  explicit SampleArea(size_t history_tokens, int device)
+      : SampleLayout(history_tokens), host(end_offset, "sampling"), dev(end_offset, "sampling", device) {}
+  PinnedMemory host;
+  DeviceMemory dev;
+};
+size_t SampleAreaBytes(const CudaOpsOptions& o) {
+  return SampleLayout(o.sampling_history_tokens).end_offset;
+}
+
 class GraphImpl final : public CudaGraph {
  public:
   ~GraphImpl() override {
@@ -345,6 +370,7 @@ class CudaOpsImpl final : public CudaOps {
     attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
     if (options.int8_activations)
       act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
+    sample_ = std::make_unique<SampleArea>(options.sampling_history_tokens, device);
     for (StagingArea* area : {&batch_area_, &ops_area_}) {
       area->capacity = options.staging_bytes;
       area->host = PinnedMemory(options.staging_bytes, "step staging");
@@ -802,15 +828,31 @@ class CudaOpsImpl final : public CudaOps {
                            Mat(out), stream_);
   }
 
-  // Greedy rows are chosen on the device (one id per row comes back); anything else uses the host path.
+  // Greedy rows are chosen on the device (one id per row comes back); sampled rows with top-k up to
+  // kMaxTopK have their k best scores found on the device (k values per row come back) and the host
+  // finishes them (SampleFromTopK); anything else (no top-k, a larger one) uses the host path.
   void SampleTokens(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid,
                     std::span<int32_t> out) override {
-    bool greedy = mode_ == Mode::kEager && (logits.dtype == DType::kBF16 || logits.dtype == DType::kF32);
-    for (const SampleSpec& s : specs) greedy &= s.temperature <= 0 && (s.repetition_penalty == 1.0f || s.history.empty());
-    if (!greedy) {
-      Ops::SampleTokens(logits, specs, n_valid, out);
-      return;
+    const bool device = mode_ == Mode::kEager && (logits.dtype == DType::kBF16 || logits.dtype == DType::kF32);
+    bool greedy = device, top_k = device;
+    for (const SampleSpec& s : specs) {
+      greedy &= s.temperature <= 0 && (s.repetition_penalty == 1.0f || s.history.empty());
+      top_k &= s.temperature <= 0 || (s.top_k > 0 && s.top_k <= cuda::kMaxTopK);
     }
+    if (greedy) {
+      SampleGreedy(logits, specs, n_valid, out);
+    } else if (top_k) {
+      for (size_t r0 = 0; r0 < specs.size(); r0 += kSampleRows) {
+        const size_t n = std::min(kSampleRows, specs.size() - r0);
+        SampleTopK(logits.Rows(static_cast<int64_t>(r0), static_cast<int64_t>(n)), specs.subspan(r0, n), n_valid,
+                   out.subspan(r0, n));
+      }
+    } else {
+      Ops::SampleTokens(logits, specs, n_valid, out);
+    }
+  }
+
+  void SampleGreedy(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid, std::span<int32_t> out) {
     const OpScope scope(*this);
     HYMT_CUDA_EXPECT(static_cast<int64_t>(specs.size()) == logits.rows && out.size() == specs.size());
     HYMT_CUDA_EXPECT(n_valid > 0 && n_valid <= logits.cols);
@@ -824,6 +866,74 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUDA_CHECK(cudaMemcpyAsync(ids_host_.get(), ids_dev_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
     HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(out.data(), ids_host_.get(), bytes);
+  }
+
+  // At most kSampleRows rows. The history tokens of all rows go up in one copy with the row specs; when
+  // they do not fit the sampling area, the host samples.
+  void SampleTopK(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid, std::span<int32_t> out) {
+    const OpScope scope(*this);
+    HYMT_CUDA_EXPECT(static_cast<int64_t>(specs.size()) == logits.rows && out.size() == specs.size());
+    HYMT_CUDA_EXPECT(n_valid > 0 && n_valid <= logits.cols);
+    const size_t rows = specs.size();
+    std::vector<cuda::TopKRowSpec> row_specs(rows);
+    std::vector<int32_t> history;
+    for (size_t r = 0; r < rows; ++r) {
+      const SampleSpec& s = specs[r];
+      const bool greedy = s.temperature <= 0;
+      cuda::TopKRowSpec& d = row_specs[r];
+      d.inv_temperature = greedy ? 1.0f : InverseTemperature(s);
+      d.penalty = s.repetition_penalty;
+      d.k = greedy ? 1 : s.top_k;
+      d.history_begin = static_cast<int32_t>(history.size());
+      if (s.repetition_penalty != 1.0f) {
+        const size_t first = history.size();
+        for (int32_t id : s.history)
+          if (id >= 0 && id < n_valid) history.push_back(id);
+        std::sort(history.begin() + static_cast<int64_t>(first), history.end());
+        history.erase(std::unique(history.begin() + static_cast<int64_t>(first), history.end()), history.end());
+      }
+      d.history_count = static_cast<int32_t>(history.size()) - d.history_begin;
+    }
+    const SampleArea& a = *sample_;
+    if (history.size() > a.history_capacity) {
+      Ops::SampleTokens(logits, specs, n_valid, out);
+      return;
+    }
+    char* host = a.host.get();
+    std::memcpy(host + a.specs_offset, row_specs.data(), rows * sizeof(cuda::TopKRowSpec));
+    std::memcpy(host + a.history_offset, history.data(), history.size() * sizeof(int32_t));
+    char* dev = static_cast<char*>(a.dev.get());
+    // specs and history are adjacent: one upload
+    HYMT_CUDA_CHECK(cudaMemcpyAsync(dev + a.specs_offset, host + a.specs_offset,
+                                    a.history_offset - a.specs_offset + history.size() * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    auto* scores = reinterpret_cast<float*>(dev + a.scores_offset);
+    auto* ids = reinterpret_cast<int32_t*>(dev + a.ids_offset);
+    auto* flags = reinterpret_cast<int32_t*>(dev + a.flags_offset);
+    cuda::LaunchTopKRows(logits.data, logits.dtype == DType::kF32, logits.rows, logits.stride, n_valid,
+                         reinterpret_cast<const cuda::TopKRowSpec*>(dev + a.specs_offset),
+                         reinterpret_cast<const int32_t*>(dev + a.history_offset), scores, ids, flags, stream_);
+    // scores | ids | flags are adjacent: one download
+    HYMT_CUDA_CHECK(cudaMemcpyAsync(host + a.scores_offset, dev + a.scores_offset, a.end_offset - a.scores_offset,
+                                    cudaMemcpyDeviceToHost, stream_));
+    HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const float* hs = reinterpret_cast<const float*>(host + a.scores_offset);
+    const int32_t* hi = reinterpret_cast<const int32_t*>(host + a.ids_offset);
+    const int32_t* hf = reinterpret_cast<const int32_t*>(host + a.flags_offset);
+    for (size_t r = 0; r < rows; ++r) {
+      const SampleSpec& s = specs[r];
+      if (hf[r] == 1) {
+        out[r] = kNonFiniteLogits;
+      } else if (hf[r] != 0) {  // too many ties at the k-th score: the host takes the row
+        Ops::SampleTokens(logits.Rows(static_cast<int64_t>(r), 1), specs.subspan(r, 1), n_valid, out.subspan(r, 1));
+      } else if (s.temperature <= 0) {
+        out[r] = hi[r * cuda::kMaxTopK];
+      } else {
+        const size_t k = static_cast<size_t>(std::min(s.top_k, n_valid));
+        out[r] = SampleFromTopK(std::span<const float>(hs + r * cuda::kMaxTopK, k),
+                                std::span<const int32_t>(hi + r * cuda::kMaxTopK, k), s);
+      }
+    }
   }
 
   // ---- layer streaming (streaming.cu): staged in the PrepareWeight layout, copied as is ----
@@ -967,7 +1077,7 @@ class CudaOpsImpl final : public CudaOps {
   void* stream() const override { return stream_; }
   size_t ScratchBytes() const override {
     return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + batch_area_.dev.size() +
-           ops_area_.dev.size();
+           ops_area_.dev.size() + sample_->dev.size();
   }
   void SetSimpleKernels(bool on) override { simple_ = on; }
   void Fill16(void* device_ptr, size_t n, uint16_t value) override {
@@ -1224,8 +1334,10 @@ class CudaOpsImpl final : public CudaOps {
   cublasHandle_t cublas_ = nullptr;
   DeviceMemory cublas_ws_, dequant_, attn_, act_;
   StagingArea batch_area_, ops_area_;
+  std::unique_ptr<SampleArea> sample_;
   PinnedMemory upload_chunks_[2];
   static constexpr size_t kIdsCapacity = 64 << 10;  // ids of up to 16k rows per SampleTokens call
+  static constexpr size_t kSampleRows = kSampleAreaRows;  // rows per top-k launch
   DeviceMemory ids_dev_;
   PinnedMemory ids_host_;
   Event upload_done_[2];
@@ -1299,7 +1411,7 @@ bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
 
 size_t CudaOpsScratchBytes(const CudaOpsOptions& o) {
   return o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes +
-         2 * o.staging_bytes + (o.int8_activations ? o.activation_scratch_bytes : 0);
+         2 * o.staging_bytes + (o.int8_activations ? o.activation_scratch_bytes : 0) + SampleAreaBytes(o);
 }
 
 size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {

@@ -74,6 +74,9 @@ struct CudaOpsOptions {
   // instead (exact activations, but more instructions per weight than an SM issues at full bandwidth).
   bool int8_activations = true;
   size_t activation_scratch_bytes = size_t{1} << 20;  // the int8 activations of one GEMV call
+  // Sampling on the device (top-k up to 64): the repetition-penalty history tokens of one call's rows
+  // (4 bytes each); more, and the host samples.
+  size_t sampling_history_tokens = size_t{1} << 20;
   // Prefill attention on tensor cores (bf16 mma.sync, f32 scores, softmax and accumulation) where the
   // device has them (sm_80+) and the KV cache is bf16. The softmax weights are rounded to bf16 before
   // they multiply V (output error <= 2^-8 sum_j w_j |v_j| on top of the f32 kernel's). Off: the

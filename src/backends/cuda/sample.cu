@@ -1,6 +1,7 @@
-// Token selection on the GPU: the argmax of each row of logits (greedy decoding), so a step copies back
-// one id per sequence instead of rows x vocab logits. Sampling with temperature / top-k / top-p or a
-// repetition penalty uses the host path (Ops::SampleTokens).
+// Token selection on the GPU, so that a step copies back a few values per sequence instead of rows x vocab
+// logits: the argmax of each row (greedy decoding), and for sampling the k best scores of each row after
+// the repetition penalty and the temperature (TopKKernel); the host finishes with top-p and the draw over
+// those k (SampleFromTopK), exactly as its own path does.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -60,6 +61,145 @@ __global__ void ArgmaxRowsKernel(const char* logits, bool f32, int64_t row_bytes
   if (threadIdx.x == 0) out[blockIdx.x] = non_finite ? kNonFiniteLogits : si[0];
 }
 
+// ---- top-k for sampling ----
+// A score's key: an unsigned integer in the order of the floats (larger float, larger key), -0 as +0 (the
+// host orders by value, then by id).
+__device__ __forceinline__ uint32_t ScoreKey(float v) {
+  if (v == 0.0f) v = 0.0f;
+  const uint32_t b = __float_as_uint(v);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// Row r's candidates: gt (keys above the k-th) in any order, eq (keys equal to it), up to kMaxTies.
+constexpr int kTopKThreads = 1024;
+constexpr int kMaxTies = 256;
+
+// One block per row. The score of token i is s_i = logit_i (after the repetition penalty for the row's
+// history tokens: / p if positive, * p if negative, in f32) * inv_t, as the host computes it. A radix
+// select over the keys (four passes of 8 bits; history tokens counted with their penalised key) finds
+// the k-th largest key T; the candidates are the tokens above T and the lowest-id ones equal to it,
+// written best first (ties by id). Flags: 1 for a row with a NaN or an infinity among its n_valid
+// logits, 2 for more than kMaxTies ties at T (the host then samples the row itself).
+__global__ __launch_bounds__(kTopKThreads) void TopKKernel(const char* logits, bool f32, int64_t row_bytes,
+                                                          int n_valid, const TopKRowSpec* specs,
+                                                          const int32_t* history, float* out_scores,
+                                                          int32_t* out_ids, int32_t* flags) {
+  const int r = blockIdx.x;
+  const TopKRowSpec spec = specs[r];
+  const void* row = logits + static_cast<int64_t>(r) * row_bytes;
+  const int32_t* hist = history + spec.history_begin;
+  const int n_hist = spec.history_count;
+  const int k = min(spec.k, n_valid);
+  const float inv_t = spec.inv_temperature, pen = spec.penalty;
+  auto penalised = [&](float v) { return v < 0 ? v * pen : v / pen; };
+
+  __shared__ unsigned bins[256];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_need;
+  __shared__ int n_gt, n_eq;
+  __shared__ float gt_s[kMaxTopK];
+  __shared__ int32_t gt_i[kMaxTopK];
+  __shared__ int32_t eq_i[kMaxTies];
+  __shared__ float eq_s[kMaxTies];
+  __shared__ float cand_s[kMaxTopK];
+  __shared__ int32_t cand_i[kMaxTopK];
+
+  uint32_t prefix = 0, mask = 0;
+  int need = k;  // how many of the keys matching prefix, from the top, are still wanted
+  int non_finite = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    const int shift = 24 - 8 * pass;
+    for (int b = threadIdx.x; b < 256; b += kTopKThreads) bins[b] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_valid; i += kTopKThreads) {
+      const float v = LoadLogit(row, f32, i);
+      if (pass == 0) non_finite |= !isfinite(v);
+      const uint32_t key = ScoreKey(v * inv_t);
+      if ((key & mask) == prefix) atomicAdd(&bins[(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    // History tokens: move each from its plain key's bin to its penalised key's.
+    for (int j = threadIdx.x; j < n_hist; j += kTopKThreads) {
+      const float v = LoadLogit(row, f32, hist[j]);
+      const uint32_t kp = ScoreKey(v * inv_t), kq = ScoreKey(penalised(v) * inv_t);
+      if ((kp & mask) == prefix) atomicSub(&bins[(kp >> shift) & 255u], 1u);
+      if ((kq & mask) == prefix) atomicAdd(&bins[(kq >> shift) & 255u], 1u);
+    }
+    if (pass == 0) non_finite = __syncthreads_or(non_finite);
+    __syncthreads();
+    if (non_finite) break;
+    if (threadIdx.x == 0) {
+      int cum = 0, digit = 0;
+      for (int b = 255; b >= 0; --b) {
+        if (cum + static_cast<int>(bins[b]) >= need) {
+          digit = b;
+          break;
+        }
+        cum += static_cast<int>(bins[b]);
+      }
+      s_prefix = prefix | (static_cast<uint32_t>(digit) << shift);
+      s_need = need - cum;
+    }
+    __syncthreads();
+    prefix = s_prefix;
+    need = s_need;
+    mask |= 255u << shift;
+  }
+  if (non_finite) {
+    if (threadIdx.x == 0) flags[r] = 1;
+    return;
+  }
+  // prefix = T, the k-th largest key; `need` of the keys equal to T are taken (lowest ids first).
+  if (threadIdx.x == 0) n_gt = n_eq = 0;
+  __syncthreads();
+  auto in_history = [&](int32_t id) {  // hist is sorted
+    int lo = 0, hi = n_hist;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (hist[mid] < id) lo = mid + 1; else hi = mid;
+    }
+    return lo < n_hist && hist[lo] == id;
+  };
+  auto offer = [&](float score, int32_t id) {
+    const uint32_t key = ScoreKey(score);
+    if (key > prefix) {
+      const int slot = atomicAdd(&n_gt, 1);
+      if (slot < kMaxTopK) gt_s[slot] = score, gt_i[slot] = id;
+    } else if (key == prefix) {
+      const int slot = atomicAdd(&n_eq, 1);
+      if (slot < kMaxTies) eq_s[slot] = score, eq_i[slot] = id;
+    }
+  };
+  for (int i = threadIdx.x; i < n_valid; i += kTopKThreads) {
+    const float score = LoadLogit(row, f32, i) * inv_t;
+    if (ScoreKey(score) >= prefix && !in_history(i)) offer(score, i);
+  }
+  for (int j = threadIdx.x; j < n_hist; j += kTopKThreads) offer(penalised(LoadLogit(row, f32, hist[j])) * inv_t, hist[j]);
+  __syncthreads();
+  if (n_eq > kMaxTies) {
+    if (threadIdx.x == 0) flags[r] = 2;
+    return;
+  }
+  // The `need` lowest ids of the ties, then everything best first (ties by id).
+  const int gt = n_gt;  // == k - need
+  if (threadIdx.x < n_eq) {
+    int rank = 0;
+    for (int j = 0; j < n_eq; ++j) rank += eq_i[j] < eq_i[threadIdx.x];
+    if (rank < need) cand_s[gt + rank] = eq_s[threadIdx.x], cand_i[gt + rank] = eq_i[threadIdx.x];
+  }
+  if (threadIdx.x < gt) cand_s[threadIdx.x] = gt_s[threadIdx.x], cand_i[threadIdx.x] = gt_i[threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x < k) {
+    const float si = cand_s[threadIdx.x];
+    const int32_t ii = cand_i[threadIdx.x];
+    int rank = 0;
+    for (int j = 0; j < k; ++j) rank += cand_s[j] > si || (cand_s[j] == si && cand_i[j] < ii);
+    out_scores[static_cast<int64_t>(r) * kMaxTopK + rank] = si;
+    out_ids[static_cast<int64_t>(r) * kMaxTopK + rank] = ii;
+  }
+  if (threadIdx.x == 0) flags[r] = 0;
+}
+
 // Sums 16-byte words with four loads in flight per thread: bound by the DRAM read rate.
 __global__ void ReadKernel(const uint4* p, size_t n, unsigned* sink) {
   unsigned acc = 0;
@@ -80,6 +220,16 @@ __global__ void FillKernel(uint32_t* p, size_t n) {
 }
 
 }  // namespace
+
+void LaunchTopKRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid,
+                    const TopKRowSpec* specs, const int32_t* history, float* out_scores, int32_t* out_ids,
+                    int32_t* flags, cudaStream_t stream) {
+  if (rows == 0) return;
+  TopKKernel<<<static_cast<unsigned>(rows), kTopKThreads, 0, stream>>>(static_cast<const char*>(logits), f32,
+                                                                      row_stride * (f32 ? 4 : 2), n_valid, specs,
+                                                                      history, out_scores, out_ids, flags);
+  HYMT_CUDA_CHECK_LAUNCH();
+}
 
 void LaunchArgmaxRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid, int32_t* out,
                       cudaStream_t stream) {
