@@ -1123,8 +1123,10 @@ TEST_F(CudaOpsTest, TopKSamplingMatchesTheHostPath) {
     ops_->Ops::SampleTokens(d.t, specs, n_valid, host_ids);
     EXPECT_EQ(device_ids, host_ids);
     EXPECT_EQ(device_ids[4], kNonFiniteLogits);
-    for (int64_t r = 0; r < rows; ++r)
-      if (r != 4) EXPECT_TRUE(device_ids[static_cast<size_t>(r)] >= 0 && device_ids[static_cast<size_t>(r)] < n_valid) << r;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t id = device_ids[static_cast<size_t>(r)];
+      if (r != 4) EXPECT_TRUE(id >= 0 && id < n_valid) << r;
+    }
   }
 }
 

@@ -182,16 +182,17 @@ __global__ __launch_bounds__(kTopKThreads) void TopKKernel(const char* logits, b
   }
   // The `need` lowest ids of the ties, then everything best first (ties by id).
   const int gt = n_gt;  // == k - need
-  if (threadIdx.x < n_eq) {
+  const int tid = threadIdx.x;
+  if (tid < n_eq) {
     int rank = 0;
-    for (int j = 0; j < n_eq; ++j) rank += eq_i[j] < eq_i[threadIdx.x];
-    if (rank < need) cand_s[gt + rank] = eq_s[threadIdx.x], cand_i[gt + rank] = eq_i[threadIdx.x];
+    for (int j = 0; j < n_eq; ++j) rank += eq_i[j] < eq_i[tid];
+    if (rank < need) cand_s[gt + rank] = eq_s[tid], cand_i[gt + rank] = eq_i[tid];
   }
-  if (threadIdx.x < gt) cand_s[threadIdx.x] = gt_s[threadIdx.x], cand_i[threadIdx.x] = gt_i[threadIdx.x];
+  if (tid < gt) cand_s[tid] = gt_s[tid], cand_i[tid] = gt_i[tid];
   __syncthreads();
-  if (threadIdx.x < k) {
-    const float si = cand_s[threadIdx.x];
-    const int32_t ii = cand_i[threadIdx.x];
+  if (tid < k) {
+    const float si = cand_s[tid];
+    const int32_t ii = cand_i[tid];
     int rank = 0;
     for (int j = 0; j < k; ++j) rank += cand_s[j] > si || (cand_s[j] == si && cand_i[j] < ii);
     out_scores[static_cast<int64_t>(r) * kMaxTopK + rank] = si;

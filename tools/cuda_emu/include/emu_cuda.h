@@ -180,6 +180,20 @@ inline float rsqrtf(float x) {
 inline float __fmul_rn(float a, float b) {
   return a * b;
 }
+// Atomics: the fibers of a block switch only at barriers and shuffles, so a plain read-modify-write is
+// atomic here.
+template <typename T>
+T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
+template <typename T>
+T atomicSub(T* p, T v) {
+  const T old = *p;
+  *p = old - v;
+  return old;
+}
 template <typename T>
 T min(T a, T b) {
   return b < a ? b : a;
