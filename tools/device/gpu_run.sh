@@ -54,6 +54,7 @@ if has tune && [[ -x $B/bench/cuda_kernels ]]; then
     HYMT_GEMV_ITERS=${cfg%:*} HYMT_GEMV_RPT1=${cfg#*:} stage tune_$cfg 60 "$B/bench/cuda_kernels" --gemv
   done
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [[ -n ${NO_NCU:-} ]] && NCU=""
   if [[ -n $NCU ]]; then
     for f in bf16 q8_0 q4_k; do
       k=GemvInt8Kernel; [[ $f == bf16 ]] && k=GemvKernel
