@@ -1532,6 +1532,14 @@ TEST_F(CudaGraphTest, FastReplayEqualsEager) {
   const std::vector<int32_t> bad = {1, MiniLayer::kVocab, 2};
   const std::span<const int32_t> args[] = {bad, gather};
   EXPECT_THROW(cuda_->FastReplay(*graph, batch, args), Error);
+  // So is a page outside the KV pool (32 pages).
+  StepBatch bad_pages;
+  std::vector<std::vector<int32_t>> bad_tables = tables;
+  bad_tables[1][0] = 999;
+  for (size_t s = 0; s < n_past.size(); ++s) bad_pages.AddSeq(1, n_past[s], bad_tables[s]);
+  const std::vector<int32_t> ok_ids = {1, 2, 3};
+  const std::span<const int32_t> args2[] = {ok_ids, gather};
+  EXPECT_THROW(cuda_->FastReplay(*graph, bad_pages, args2), Error);
   const std::vector<int32_t> ids = {3, 4, 5};
   Step(batch, ids, eager);
   for (float f : Download(eager.logits.t)) ASSERT_TRUE(std::isfinite(f));

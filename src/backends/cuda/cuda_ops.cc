@@ -230,6 +230,7 @@ class GraphImpl final : public CudaGraph {
   };
   std::vector<Slot> slots;
   size_t begin_step_words = 0;
+  int64_t kv_pages = -1;   // pages of the KV pool the captured ops use (FastReplay checks page ids)
   bool validated = false;  // replayed once through the ops (EndReplay): FastReplay may skip them
 };
 
@@ -998,6 +999,7 @@ class CudaOpsImpl final : public CudaOps {
     cudaGraphDestroy(graph);
     HYMT_CUDA_CHECK(err);
     g->begin_step_words = trace_.empty() || trace_[0] != kOpBeginStep ? 0 : kBeginStepWords;
+    g->kv_pages = validated_pages_;
     g->trace = std::move(trace_);
     g->slots = std::move(capture_slots_);
     g->owner = this;
@@ -1061,6 +1063,19 @@ class CudaOpsImpl final : public CudaOps {
     if (!replay_ok_ || replay_pos_ != g->begin_step_words) {
       has_batch_ = false;
       return false;
+    }
+    if (g->kv_pages >= 0) {  // what Kv() checks on the first KV op of a step
+      for (const StepBatch::Seq& q : batch_.seqs) {
+        const int32_t used = (q.n_past + q.n_rows + batch_.page_size - 1) / batch_.page_size;
+        for (int32_t i = 0; i < used; ++i) {
+          const int32_t p = batch_.pages[static_cast<size_t>(q.first_page + i)];
+          if (p < 0 || p >= g->kv_pages) {
+            has_batch_ = false;
+            Fail(ErrorCode::kInvalidArgument, "cuda: KV page ", p, " of ", g->kv_pages);
+          }
+        }
+      }
+      validated_pages_ = g->kv_pages;
     }
     for (size_t i = 0; i < args.size(); ++i)
       for (int32_t v : args[i])
