@@ -7,7 +7,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "backends/cpu/cpu_ops_impl.h"
+#include "backends/cpu/packed.h"
 #include "core/status.h"
 
 namespace hymt {
@@ -101,11 +105,32 @@ std::unique_ptr<Buffer> CpuOps::Allocate(size_t bytes, const std::string& what) 
   return std::make_unique<HostBuffer>(bytes, what);
 }
 
-// Zero copy: every kernel reads weights in their stored layout (bench/kernels measures GEMV at
-// 80-90% of the read bandwidth from the mapped layout, so a repack would not pay for its memory).
+// Weights of q8_0, q4_k and q6_k are repacked for the AVX-512 VNNI kernels (packed.h); every other
+// weight, and every weight on other ISAs, is used in place (zero copy: the float GEMVs reach 80-100% of
+// the read bandwidth from the mapped layout). The source pages of a packed weight are handed back to
+// the kernel (MADV_PAGEOUT: non-destructive; pages of a mapped file are dropped and would be read again
+// from the file if touched, e.g. by Embed on a tied table), so that resident memory does not hold both.
 Weight CpuOps::PrepareWeight(const Weight& host) {
   HYMT_CHECK(host.device.kind == DeviceKind::kCpu, "CPU weights must be in host memory: ", host.name);
-  return host;
+  if (k_.matmul_packed == nullptr || !HasPackedLayout(host.dtype) || host.data == nullptr ||
+      host.cols % GetDTypeInfo(host.dtype).block_size != 0)
+    return host;
+  auto buf = Allocate(PackedBytes(host.dtype, host.rows, host.cols), "packed weight " + host.name);
+  auto* dst = static_cast<uint8_t*>(buf->data());
+  const auto* src = static_cast<const uint8_t*>(host.data);
+  const int64_t n_groups = (host.rows + kPackRows - 1) / kPackRows;
+  ParallelDynamic(DefaultThreadPool(), n_groups, 16, [&](int64_t begin, int64_t end, int) {
+    PackGroups(host.dtype, src, DTypeBytes(host.dtype, host.cols), host.rows, host.cols, begin, end, dst);
+  });
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(src) + host.bytes()) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);  // a hint: errors ignored
+  Weight w = host;
+  w.prepared = dst;
+  packed_ptrs_.insert(dst);
+  packed_.push_back(std::move(buf));
+  return w;
 }
 
 void CpuOps::CopyFromHost(const void* src, Tensor dst) {

@@ -1,0 +1,210 @@
+// The matmul of packed block weights (backends/cpu/packed.h: q8_0, q4_k, q6_k in groups of 16 rows)
+// with int8 activations (Q8ActRow / Q8KActRow), for decode and prefill alike. AVX-512 VNNI only; the
+// other ISAs keep the stored layout (matmul_quant.cc), whose generic build is the scalar oracle.
+//
+// One 512-bit register holds 4 consecutive inputs of 16 rows (a row per 32-bit lane); vpdpbusd with 4
+// activation bytes broadcast to every lane adds those 4 products into each row's int32 sum. Per block:
+//   q8_0: weights are stored plus 128 (unsigned); the int32 sum starts at c = -128 * sum(x) (from the
+//     activation row), so it ends exact; then one f32 multiply-add by d_w * d_x.
+//   q4_k: per 32-input sub-block an int32 sum (8 vpdpbusd), multiplied by the sub-block scale (int32,
+//     exact: |sum| <= 32 * 15 * 127, times 63, eight sub-blocks: < 2^25) and added; the mins are
+//     sum_j m_j * (sum of the sub-block's x), by vpdpwssd over pairs of sub-blocks; two f32 multiply-adds
+//     per 256 inputs (d and dmin).
+//   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes) times its int8 scale;
+//     the offset 32 of the codes is 32 * sum_j sc_j * bsum_j (vpdpwssd), subtracted in int32 (< 2^29);
+//     one f32 multiply-add per 256 inputs.
+// Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's
+// weights (16 rows, at most a few hundred KiB) are walked again per tile from cache.
+#include "backends/cpu/kernels/kernels.h"
+
+#if defined(HYMT_ISA_IS_avx512)
+#include "backends/cpu/packed.h"
+
+namespace hymt::cpu::HYMT_ISA {
+namespace {
+
+constexpr int kTokenTile = 4;
+static_assert(kPackRows == 16, "one 32-bit lane of a 512-bit register per row");
+
+// Bytes ahead of the block being computed that are prefetched into L2: the hardware prefetcher follows
+// one stream per thread, but not far enough ahead to cover the memory latency at this consumption rate.
+constexpr int64_t kPrefetchAhead = 4096;
+
+inline void Prefetch(const uint8_t* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+}
+inline __m512i Bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+inline __m512 LoadF16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512i Load512(const uint8_t* p) {
+  return _mm512_loadu_si512(p);
+}
+inline __m512i Load256AsU16(const uint8_t* p) {
+  return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512i Load256AsI16(const uint8_t* p) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// acc[t] (16 rows) += sum over the group's blocks for tokens t < kT. `g` is the packed group.
+template <int kT>
+void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
+  constexpr size_t kBlock = 16 * 34;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    Prefetch(blk + kPrefetchAhead, kBlock);
+    const __m512 dw = LoadF16x16(blk);
+    __m512i isum[kT];
+    for (int t = 0; t < kT; ++t) isum[t] = _mm512_set1_epi32(x[t].c[b]);
+    for (int s = 0; s < 8; ++s) {
+      const __m512i w = Load512(blk + 32 + 64 * s);
+      for (int t = 0; t < kT; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], w, Bcast32(x[t].blocks[b].qs + 4 * s));
+    }
+    for (int t = 0; t < kT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b])), acc[t]);
+  }
+}
+
+template <int kT>
+void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
+  constexpr size_t kBlock = 64 + 128 + 128 + 2048;
+  const __m512i nibble = _mm512_set1_epi8(0x0f), low16 = _mm512_set1_epi32(0xffff);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    Prefetch(blk + kPrefetchAhead, kBlock);
+    const uint8_t* sc = blk + 64;
+    const uint8_t* mn = sc + 128;
+    const uint8_t* q = mn + 128;
+    __m512i tot[kT], mins[kT];
+    for (int t = 0; t < kT; ++t) tot[t] = mins[t] = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      const __m512i m_pair = Load256AsU16(mn + 32 * p);
+      for (int t = 0; t < kT; ++t) mins[t] = _mm512_dpwssd_epi32(mins[t], m_pair, Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+      const __m512i sc_pair = Load256AsU16(sc + 32 * p);
+      const __m512i sc_j[2] = {_mm512_and_si512(sc_pair, low16), _mm512_srli_epi32(sc_pair, 16)};
+      for (int e = 0; e < 2; ++e) {
+        const int j = 2 * p + e;
+        __m512i isum[kT];
+        for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
+        for (int s = 0; s < 4; ++s) {
+          const __m512i w = Load512(q + 64 * (4 * j + s));
+          const __m512i lo = _mm512_and_si512(w, nibble), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+          for (int t = 0; t < kT; ++t) {
+            const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+            isum[t] = _mm512_dpbusd_epi32(isum[t], lo, Bcast32(xs));
+            isum[t] = _mm512_dpbusd_epi32(isum[t], hi, Bcast32(xs + 4));
+          }
+        }
+        for (int t = 0; t < kT; ++t) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(isum[t], sc_j[e]));
+      }
+    }
+    const __m512 d = LoadF16x16(blk), dmin = LoadF16x16(blk + 32);
+    for (int t = 0; t < kT; ++t) {
+      const __m512 dx = _mm512_set1_ps(x[t].blocks[b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot[t]), _mm512_mul_ps(d, dx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[t]), _mm512_mul_ps(dmin, dx), acc[t]);
+    }
+  }
+}
+
+template <int kT>
+void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
+  constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
+  const __m512i nibble = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    Prefetch(blk + kPrefetchAhead, kBlock);
+    const uint8_t* sc = blk + 32;
+    const uint8_t* ql = sc + 256;
+    const uint8_t* qh = ql + 2048;
+    __m512i tot[kT], off[kT];
+    for (int t = 0; t < kT; ++t) tot[t] = off[t] = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {
+      const __m512i sc_pair = Load256AsI16(sc + 32 * p);
+      for (int t = 0; t < kT; ++t) off[t] = _mm512_dpwssd_epi32(off[t], sc_pair, Bcast32(x[t].blocks[b].bsums + 2 * p));
+      const __m512i sc_j[2] = {_mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16), _mm512_srai_epi32(sc_pair, 16)};
+      for (int e = 0; e < 2; ++e) {
+        const int j = 2 * p + e;  // inputs 16 j .. 16 j + 15
+        const __m512i l0 = Load512(ql + 64 * (2 * j)), l1 = Load512(ql + 64 * (2 * j + 1));
+        const __m512i h = Load512(qh + 64 * j);
+        const __m512i u[4] = {
+            _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble, _mm512_and_si512(_mm512_slli_epi16(h, 2), high2), 0xea),
+            _mm512_ternarylogic_epi32(l1, nibble, _mm512_and_si512(h, high2), 0xea),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble, _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea),
+        };
+        __m512i isum[kT];
+        for (int t = 0; t < kT; ++t) {
+          const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+          isum[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], Bcast32(xs));
+          for (int c = 1; c < 4; ++c) isum[t] = _mm512_dpbusd_epi32(isum[t], u[c], Bcast32(xs + 4 * c));
+          tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(isum[t], sc_j[e]));
+        }
+      }
+    }
+    const __m512 d = LoadF16x16(blk);
+    for (int t = 0; t < kT; ++t) {
+      const __m512i v = _mm512_sub_epi32(tot[t], _mm512_slli_epi32(off[t], 5));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(d, _mm512_set1_ps(x[t].blocks[b].d)), acc[t]);
+    }
+  }
+}
+
+// One group of 16 rows against tokens [t0, t0 + kT): out rows of those tokens, columns [n0, n0 + valid).
+template <int kT>
+void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t xq_row_bytes, int64_t t0,
+               int64_t n0, __mmask16 valid) {
+  __m512 acc[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
+  if (a.w_dtype == DType::kQ8_0) {
+    Q8ActRow x[kT];
+    for (int t = 0; t < kT; ++t) x[t] = ViewQ8ActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    Q8_0Group<kT>(g, x, a.k / 32, acc);
+  } else {
+    Q8KActRow x[kT];
+    for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    if (a.w_dtype == DType::kQ4_K) {
+      Q4KGroup<kT>(g, x, a.k / 256, acc);
+    } else {
+      Q6KGroup<kT>(g, x, a.k / 256, acc);
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  for (int t = 0; t < kT; ++t)
+    _mm512_mask_storeu_ps(a.out + (t0 + t) * a.out_stride + n0, valid, _mm512_mul_ps(acc[t], scale));
+}
+
+}  // namespace
+
+void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
+  const size_t group_bytes = PackedGroupBytes(a.w_dtype, a.k);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPackRows) {
+    const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
+    const __mmask16 valid = static_cast<__mmask16>((1u << Min<int64_t>(kPackRows, n_end - n0)) - 1);
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
+      switch (Min<int64_t>(kTokenTile, a.n_tokens - t0)) {
+        case 1:
+          GroupTile<1>(a, g, x, xq_row_bytes, t0, n0, valid);
+          break;
+        case 2:
+          GroupTile<2>(a, g, x, xq_row_bytes, t0, n0, valid);
+          break;
+        case 3:
+          GroupTile<3>(a, g, x, xq_row_bytes, t0, n0, valid);
+          break;
+        default:
+          GroupTile<kTokenTile>(a, g, x, xq_row_bytes, t0, n0, valid);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace hymt::cpu::HYMT_ISA
+#endif
