@@ -18,12 +18,14 @@
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
+#include <utility>
+
 #include "backends/cpu/packed.h"
 
 namespace hymt::cpu::HYMT_ISA {
 namespace {
 
-constexpr int kTokenTile = 4;
+constexpr int kTokenTile = 8;
 static_assert(kPackRows == 16, "one 32-bit lane of a 512-bit register per row");
 
 // Bytes ahead of the block being computed that are prefetched into L2: the hardware prefetcher follows
@@ -80,13 +82,13 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
     const uint8_t* sc = blk + 64;
     const uint8_t* mn = sc + 128;
     const uint8_t* q = mn + 128;
-    __m512i tot[kT], mins[kT];
-    for (int t = 0; t < kT; ++t) tot[t] = mins[t] = _mm512_setzero_si512();
+    const __m512 d = LoadF16x16(blk);
+    __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
+    for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int p = 0; p < 4; ++p) {
-      const __m512i m_pair = Load256AsU16(mn + 32 * p);
-      for (int t = 0; t < kT; ++t) mins[t] = _mm512_dpwssd_epi32(mins[t], m_pair, Bcast32(x[t].bsum32 + 8 * b + 2 * p));
       const __m512i sc_pair = Load256AsU16(sc + 32 * p);
-      const __m512i sc_j[2] = {_mm512_and_si512(sc_pair, low16), _mm512_srli_epi32(sc_pair, 16)};
+      const __m512 fs[2] = {_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(sc_pair, low16))),
+                            _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srli_epi32(sc_pair, 16)))};
       for (int e = 0; e < 2; ++e) {
         const int j = 2 * p + e;
         __m512i isum[kT];
@@ -100,14 +102,16 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
             isum[t] = _mm512_dpbusd_epi32(isum[t], hi, Bcast32(xs + 4));
           }
         }
-        for (int t = 0; t < kT; ++t) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(isum[t], sc_j[e]));
+        for (int t = 0; t < kT; ++t) f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), fs[e], f[t]);
       }
     }
-    const __m512 d = LoadF16x16(blk), dmin = LoadF16x16(blk + 32);
+    const __m512 dmin = LoadF16x16(blk + 32);
     for (int t = 0; t < kT; ++t) {
-      const __m512 dx = _mm512_set1_ps(x[t].blocks[b].d);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot[t]), _mm512_mul_ps(d, dx), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[t]), _mm512_mul_ps(dmin, dx), acc[t]);
+      __m512i mins = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p)
+        mins = _mm512_dpwssd_epi32(mins, Load256AsU16(mn + 32 * p), Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+      f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
+      acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
     }
   }
 }
@@ -122,12 +126,14 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
     const uint8_t* sc = blk + 32;
     const uint8_t* ql = sc + 256;
     const uint8_t* qh = ql + 2048;
-    __m512i tot[kT], off[kT];
-    for (int t = 0; t < kT; ++t) tot[t] = off[t] = _mm512_setzero_si512();
+    const __m512 d = LoadF16x16(blk);
+    __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
+    for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int p = 0; p < 8; ++p) {
       const __m512i sc_pair = Load256AsI16(sc + 32 * p);
-      for (int t = 0; t < kT; ++t) off[t] = _mm512_dpwssd_epi32(off[t], sc_pair, Bcast32(x[t].blocks[b].bsums + 2 * p));
-      const __m512i sc_j[2] = {_mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16), _mm512_srai_epi32(sc_pair, 16)};
+      const __m512 fs[2] = {
+          _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16))),
+          _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(sc_pair, 16)))};
       for (int e = 0; e < 2; ++e) {
         const int j = 2 * p + e;  // inputs 16 j .. 16 j + 15
         const __m512i l0 = Load512(ql + 64 * (2 * j)), l1 = Load512(ql + 64 * (2 * j + 1));
@@ -138,19 +144,22 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
             _mm512_ternarylogic_epi32(l1, nibble, _mm512_and_si512(h, high2), 0xea),
             _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble, _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea),
         };
-        __m512i isum[kT];
         for (int t = 0; t < kT; ++t) {
           const int8_t* xs = x[t].blocks[b].qs + 16 * j;
-          isum[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], Bcast32(xs));
-          for (int c = 1; c < 4; ++c) isum[t] = _mm512_dpbusd_epi32(isum[t], u[c], Bcast32(xs + 4 * c));
-          tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(isum[t], sc_j[e]));
+          __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], Bcast32(xs));
+          for (int c = 1; c < 4; ++c) isum = _mm512_dpbusd_epi32(isum, u[c], Bcast32(xs + 4 * c));
+          f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs[e], f[t]);
         }
       }
     }
-    const __m512 d = LoadF16x16(blk);
+    // The offset 32 of the codes: 32 d sum_j sc_j bsum_j.
+    const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32.0f));
     for (int t = 0; t < kT; ++t) {
-      const __m512i v = _mm512_sub_epi32(tot[t], _mm512_slli_epi32(off[t], 5));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(d, _mm512_set1_ps(x[t].blocks[b].d)), acc[t]);
+      __m512i off = _mm512_setzero_si512();
+      for (int p = 0; p < 8; ++p)
+        off = _mm512_dpwssd_epi32(off, Load256AsI16(sc + 32 * p), Bcast32(x[t].blocks[b].bsums + 2 * p));
+      f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), d32, f[t]);
+      acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
     }
   }
 }
@@ -179,6 +188,15 @@ void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t 
     _mm512_mask_storeu_ps(a.out + (t0 + t) * a.out_stride + n0, valid, _mm512_mul_ps(acc[t], scale));
 }
 
+using GroupTileFn = void (*)(const MatMulArgs&, const uint8_t*, const uint8_t*, size_t, int64_t, int64_t,
+                             __mmask16);
+// GroupTile for 1..kTokenTile tokens. A plain array, not std::array (see simd.h).
+template <int... kTs>
+GroupTileFn PickGroupTile(int tile, std::integer_sequence<int, kTs...>) {
+  static constexpr GroupTileFn kTiles[] = {&GroupTile<kTs + 1>...};
+  return kTiles[tile - 1];
+}
+
 }  // namespace
 
 void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
@@ -188,20 +206,8 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
     const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
     const __mmask16 valid = static_cast<__mmask16>((1u << Min<int64_t>(kPackRows, n_end - n0)) - 1);
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
-      switch (Min<int64_t>(kTokenTile, a.n_tokens - t0)) {
-        case 1:
-          GroupTile<1>(a, g, x, xq_row_bytes, t0, n0, valid);
-          break;
-        case 2:
-          GroupTile<2>(a, g, x, xq_row_bytes, t0, n0, valid);
-          break;
-        case 3:
-          GroupTile<3>(a, g, x, xq_row_bytes, t0, n0, valid);
-          break;
-        default:
-          GroupTile<kTokenTile>(a, g, x, xq_row_bytes, t0, n0, valid);
-          break;
-      }
+      const int tile = static_cast<int>(Min<int64_t>(kTokenTile, a.n_tokens - t0));
+      PickGroupTile(tile, std::make_integer_sequence<int, kTokenTile>{})(a, g, x, xq_row_bytes, t0, n0, valid);
     }
   }
 }
