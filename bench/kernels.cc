@@ -202,8 +202,7 @@ Stats ReadBandwidth::Measure(int sweeps) {
 // Register-resident loops of one instruction with 16 independent accumulators (more than latency x
 // throughput), so they run at the instruction's peak issue rate. (Unrolled explicitly: at -O2 the
 // accumulator array would otherwise live in memory.) FLOPs per instruction: vdpbf16ps 16 lanes x 2
-// pairs x 2; vpdpbusd 16 lanes x 4 byte pairs x 2 (integer ops). The f32 FMA loops are the ones
-// `hymt bench` times (runtime/ceilings.h).
+// pairs x 2. The f32 FMA and vpdpbusd loops are the ones `hymt bench` times (runtime/ceilings.h).
 __attribute__((target("avx512f,avx512bf16"))) double PeakBf16(int64_t iters) {
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
@@ -214,17 +213,6 @@ __attribute__((target("avx512f,avx512bf16"))) double PeakBf16(int64_t iters) {
   float s = 0;
   for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_ps(acc[i]);
   return s;
-}
-__attribute__((target("avx512f,avx512vnni"))) double PeakVnni(int64_t iters) {
-  __m512i acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_epi32(i);
-  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-  for (int64_t i = 0; i < iters; ++i)
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
-  int64_t s = 0;
-  for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_epi32(acc[i]);
-  return static_cast<double>(s);
 }
 #endif
 
@@ -533,7 +521,7 @@ int Main(int argc, char** argv) {
   if (cpu::IsaSupported(cpu::Isa::kAvx512)) {
     fma = Peak(&HostFmaLoopAvx512, kHostFmaLoopAvx512Flops, repeats);
     bf16 = Peak(&PeakBf16, 16 * 64, repeats);
-    vnni = Peak(&PeakVnni, 16 * 128, repeats);
+    vnni = Peak(&HostVnniLoopAvx512, kHostVnniLoopAvx512Ops, repeats);
     std::printf("  f32 FMA (zmm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
     std::printf("  vdpbf16ps peak         %8.1f GFLOP/s %s\n", bf16.median, Spread(bf16).c_str());
     std::printf("  vpdpbusd peak          %8.1f GOP/s   %s\n", vnni.median, Spread(vnni).c_str());
