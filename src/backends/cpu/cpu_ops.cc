@@ -105,6 +105,18 @@ std::unique_ptr<Buffer> CpuOps::Allocate(size_t bytes, const std::string& what) 
   return std::make_unique<HostBuffer>(bytes, what);
 }
 
+namespace {
+
+// madvise over the whole pages inside [p, p + bytes). Advice only: errors are ignored.
+void AdviseWholePages(const void* p, size_t bytes, int advice) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, advice);
+}
+
+}  // namespace
+
 // Weights of q8_0, q4_k and q6_k are repacked for the AVX-512 VNNI kernels (packed.h); every other
 // weight, and every weight on other ISAs, is used in place (zero copy: the float GEMVs reach 80-100% of
 // the read bandwidth from the mapped layout). The source pages of a packed weight are handed back to
@@ -117,15 +129,15 @@ Weight CpuOps::PrepareWeight(const Weight& host) {
     return host;
   auto buf = Allocate(PackedBytes(host.dtype, host.rows, host.cols), "packed weight " + host.name);
   auto* dst = static_cast<uint8_t*>(buf->data());
+  // Huge pages where the kernel allows them (transparent huge pages in "madvise" mode): decode streams
+  // every packed byte once per token, and with 4 KiB pages each page costs a TLB miss.
+  AdviseWholePages(dst, buf->size(), MADV_HUGEPAGE);
   const auto* src = static_cast<const uint8_t*>(host.data);
   const int64_t n_groups = (host.rows + kPackRows - 1) / kPackRows;
   ParallelDynamic(DefaultThreadPool(), n_groups, 16, [&](int64_t begin, int64_t end, int) {
     PackGroups(host.dtype, src, DTypeBytes(host.dtype, host.cols), host.rows, host.cols, begin, end, dst);
   });
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t first = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
-  const uintptr_t last = (reinterpret_cast<uintptr_t>(src) + host.bytes()) / page * page;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);  // a hint: errors ignored
+  AdviseWholePages(src, host.bytes(), MADV_PAGEOUT);
   Weight w = host;
   w.prepared = dst;
   packed_ptrs_.insert(dst);
