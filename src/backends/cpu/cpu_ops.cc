@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_ops_impl.h"
 #include "backends/cpu/packed.h"
+#include "core/mapped_file.h"
 #include "core/status.h"
 
 namespace hymt {
@@ -108,7 +109,7 @@ std::unique_ptr<Buffer> CpuOps::Allocate(size_t bytes, const std::string& what) 
 namespace {
 
 // madvise over the whole pages inside [p, p + bytes). Advice only: errors are ignored.
-void AdviseWholePages(const void* p, size_t bytes, int advice) {
+void AdviseWholePages(void* p, size_t bytes, int advice) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
   const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
@@ -119,9 +120,9 @@ void AdviseWholePages(const void* p, size_t bytes, int advice) {
 
 // Weights of q8_0, q4_k and q6_k are repacked for the AVX-512 VNNI kernels (packed.h); every other
 // weight, and every weight on other ISAs, is used in place (zero copy: the float GEMVs reach 80-100% of
-// the read bandwidth from the mapped layout). The source pages of a packed weight are handed back to
-// the kernel (MADV_PAGEOUT: non-destructive; pages of a mapped file are dropped and would be read again
-// from the file if touched, e.g. by Embed on a tied table), so that resident memory does not hold both.
+// the read bandwidth from the mapped layout). When a packed weight's source is a mapped file, its pages
+// leave this process's resident memory (they stay in the page cache; Embed on a tied table maps back
+// the rows it reads), so that resident memory does not hold both layouts.
 Weight CpuOps::PrepareWeight(const Weight& host) {
   HYMT_CHECK(host.device.kind == DeviceKind::kCpu, "CPU weights must be in host memory: ", host.name);
   if (k_.matmul_packed == nullptr || !HasPackedLayout(host.dtype) || host.data == nullptr ||
@@ -137,7 +138,7 @@ Weight CpuOps::PrepareWeight(const Weight& host) {
   ParallelDynamic(DefaultThreadPool(), n_groups, 16, [&](int64_t begin, int64_t end, int) {
     PackGroups(host.dtype, src, DTypeBytes(host.dtype, host.cols), host.rows, host.cols, begin, end, dst);
   });
-  AdviseWholePages(src, host.bytes(), MADV_PAGEOUT);
+  ReleaseMappedPages(src, host.bytes());
   Weight w = host;
   w.prepared = dst;
   packed_ptrs_.insert(dst);

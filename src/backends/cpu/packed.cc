@@ -31,20 +31,52 @@ void StoreF16(uint8_t* dst, int r, uint16_t v) {
   std::memcpy(dst + 2 * r, &v, 2);
 }
 
+uint32_t Load32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+void Store32(uint8_t* p, uint32_t v) {
+  std::memcpy(p, &v, 4);
+}
+
 // One packed block of 16 rows; row r's stored block is at rows[r] (null: a padding row, all zero).
+// The loops move 4 inputs of a row (one 32-bit lane of the packed layout) at a time.
 void PackQ8_0(const BlockQ8_0* const* rows, uint8_t* dst) {
   for (int r = 0; r < kPackRows; ++r) {
     const BlockQ8_0* b = rows[r];
     StoreF16(dst, r, b ? b->d : 0);
-    for (int i = 0; i < 32; ++i)
-      dst[32 + 64 * (i / 4) + 4 * r + i % 4] = static_cast<uint8_t>((b ? b->qs[i] : 0) + 128);
+    for (int s = 0; s < 8; ++s) Store32(dst + 32 + 64 * s + 4 * r, (b ? Load32(b->qs + 4 * s) : 0) ^ 0x80808080u);
   }
+}
+
+// The codes (0..15) of a q4_K super-block in element order (blocks.h: sub-block j in the low nibbles of
+// qs[32 (j / 2) ..] for even j, the high nibbles for odd j).
+void Q4KCodes(const BlockQ4_K& b, uint8_t* code) {
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; l += 4) {
+      const uint32_t v = Load32(b.qs + 32 * c + l);
+      Store32(code + 64 * c + l, v & 0x0f0f0f0f);
+      Store32(code + 64 * c + 32 + l, (v >> 4) & 0x0f0f0f0f);
+    }
+}
+
+// The codes (0..63) of a q6_K super-block in element order (blocks.h: element 128 h + 32 k + l).
+void Q6KCodes(const BlockQ6_K& b, uint8_t* code) {
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 32; l += 4) {
+        const uint32_t low = (Load32(b.ql + 64 * h + 32 * (k % 2) + l) >> (4 * (k / 2))) & 0x0f0f0f0f;
+        const uint32_t high = (Load32(b.qh + 32 * h + l) >> (2 * k)) & 0x03030303;
+        Store32(code + 128 * h + 32 * k + l, low | high << 4);
+      }
 }
 
 void PackQ4K(const BlockQ4_K* const* rows, uint8_t* dst) {
   uint8_t* sc = dst + 64;
   uint8_t* mn = sc + 128;
   uint8_t* q = mn + 128;
+  uint8_t code[kQKK];
   for (int r = 0; r < kPackRows; ++r) {
     const BlockQ4_K* b = rows[r];
     StoreF16(dst, r, b ? b->d : 0);
@@ -55,11 +87,12 @@ void PackQ4K(const BlockQ4_K* const* rows, uint8_t* dst) {
       sc[32 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(s);
       mn[32 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(m);
     }
-    for (int c = 0; c < 32; ++c)
-      for (int i = 0; i < 4; ++i) {
-        const int lo = b ? Q4KCode(*b, 8 * c + i) : 0, hi = b ? Q4KCode(*b, 8 * c + 4 + i) : 0;
-        q[64 * c + 4 * r + i] = static_cast<uint8_t>(lo | hi << 4);
-      }
+    if (b) {
+      Q4KCodes(*b, code);
+    } else {
+      std::memset(code, 0, sizeof code);
+    }
+    for (int c = 0; c < 32; ++c) Store32(q + 64 * c + 4 * r, Load32(code + 8 * c) | Load32(code + 8 * c + 4) << 4);
   }
 }
 
@@ -67,21 +100,24 @@ void PackQ6K(const BlockQ6_K* const* rows, uint8_t* dst) {
   uint8_t* sc = dst + 32;
   uint8_t* ql = sc + 256;
   uint8_t* qh = ql + 2048;
+  uint8_t code[kQKK];
   for (int r = 0; r < kPackRows; ++r) {
     const BlockQ6_K* b = rows[r];
     StoreF16(dst, r, b ? b->d : 0);
     for (int j = 0; j < 16; ++j) sc[32 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(b ? b->scales[j] : 0);
-    // Padding rows get code 32 (value 0); their scale is 0 anyway.
-    auto code = [&](int e) { return b ? Q6KCode(*b, e) : 32; };
+    if (b) {
+      Q6KCodes(*b, code);
+    } else {
+      std::memset(code, 32, sizeof code);  // padding rows: code 32 is the value 0 (their scale is 0 anyway)
+    }
+    constexpr uint32_t kLow4 = 0x0f0f0f0f, kHigh2 = 0x03030303;
     for (int c = 0; c < 32; ++c)
-      for (int i = 0; i < 4; ++i)
-        ql[64 * c + 4 * r + i] = static_cast<uint8_t>((code(8 * c + i) & 0xf) | (code(8 * c + 4 + i) & 0xf) << 4);
-    for (int h = 0; h < 16; ++h)
-      for (int i = 0; i < 4; ++i) {
-        int bits = 0;
-        for (int j = 0; j < 4; ++j) bits |= (code(16 * h + 4 * j + i) >> 4) << (2 * j);
-        qh[64 * h + 4 * r + i] = static_cast<uint8_t>(bits);
-      }
+      Store32(ql + 64 * c + 4 * r, (Load32(code + 8 * c) & kLow4) | (Load32(code + 8 * c + 4) & kLow4) << 4);
+    for (int h = 0; h < 16; ++h) {
+      uint32_t bits = 0;
+      for (int j = 0; j < 4; ++j) bits |= ((Load32(code + 16 * h + 4 * j) >> 4) & kHigh2) << (2 * j);
+      Store32(qh + 64 * h + 4 * r, bits);
+    }
   }
 }
 
