@@ -31,12 +31,13 @@ struct MatMulArgs {
 
 // Up to this many tokens a matmul streams each weight row once and dots it with every token (GEMV,
 // memory bound: decode); above it, weight panels are converted to f32 (dequantised for the block
-// formats) and a register-tiled GEMM runs (compute bound: prefill, large decode batches).
+// formats) and a register-tiled GEMM runs (compute bound: prefill, large decode batches). Weights that
+// PrepareWeight packed (packed.h) take neither path: matmul_packed serves every token count.
 constexpr int kGemvMaxTokens = 4;
 // Per-thread scratch of the GEMM (a packed panel of the weight and a staging area), in bytes.
 constexpr size_t kGemmScratchBytes = size_t{640} << 10;
-// Row ranges handed to matmul kernels start at multiples of this (a whole GEMM register tile and whole
-// cache lines of every weight type).
+// Row ranges handed to matmul kernels start at multiples of this (a whole GEMM register tile, whole
+// packed row groups, and whole cache lines of every weight type).
 constexpr int64_t kMatMulRowAlign = 64;
 
 // Activations of the integer GEMV, one row per token, quantised exactly as quant/'s QuantizeRow does

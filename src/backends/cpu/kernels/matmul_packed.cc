@@ -6,13 +6,14 @@
 // activation bytes broadcast to every lane adds those 4 products into each row's int32 sum. Per block:
 //   q8_0: weights are stored plus 128 (unsigned); the int32 sum starts at c = -128 * sum(x) (from the
 //     activation row), so it ends exact; then one f32 multiply-add by d_w * d_x.
-//   q4_k: per 32-input sub-block an int32 sum (8 vpdpbusd), multiplied by the sub-block scale (int32,
-//     exact: |sum| <= 32 * 15 * 127, times 63, eight sub-blocks: < 2^25) and added; the mins are
-//     sum_j m_j * (sum of the sub-block's x), by vpdpwssd over pairs of sub-blocks; two f32 multiply-adds
-//     per 256 inputs (d and dmin).
-//   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes) times its int8 scale;
-//     the offset 32 of the codes is 32 * sum_j sc_j * bsum_j (vpdpwssd), subtracted in int32 (< 2^29);
-//     one f32 multiply-add per 256 inputs.
+//   q4_k: per 32-input sub-block an int32 sum (8 vpdpbusd; the high nibbles in place, as 16 x code, in a
+//     second sum divided by 16), converted to f32 and multiplied by d * scale (one vector per sub-block,
+//     shared by the tokens); the mins are sum_j m_j * (sum of the sub-block's x), by vpdpwssd over pairs
+//     of sub-blocks (int32, < 2^21), times dmin; then one multiply-add by d_x per 256 inputs.
+//   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes), times d * scale in f32;
+//     the offset 32 of the codes is 32 d sum_j sc_j bsum_j (vpdpwssd); one multiply-add by d_x per 256.
+// Integer sums are exact (|q4_k sub-block sum| <= 32 * 15 * 127, q6_k 16 * 63 * 127); the f32 work is a
+// few roundings per sub-block, within the bound the tests derive for the integer paths.
 // Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's
 // weights (16 rows, at most a few hundred KiB) are walked again per tile from cache.
 #include "backends/cpu/kernels/kernels.h"
