@@ -9,9 +9,10 @@ namespace hymt::cpu {
 namespace {
 
 constexpr size_t kQ8_0PackedBlock = 16 * 34;
-constexpr size_t kQ4KPackedBlock = 64 + 128 + 128 + 2048;
+constexpr size_t kQ4KPackedBlock = 64 + 192 + 2048;
 constexpr size_t kQ6KPackedBlock = 32 + 256 + 2048 + 1024;
 static_assert(kQ8_0PackedBlock == kPackRows * sizeof(BlockQ8_0));
+static_assert(kQ4KPackedBlock == kPackRows * sizeof(BlockQ4_K));
 static_assert(kQ6KPackedBlock == kPackRows * sizeof(BlockQ6_K));
 
 size_t PackedBlockBytes(DType t) {
@@ -73,20 +74,14 @@ void Q6KCodes(const BlockQ6_K& b, uint8_t* code) {
 }
 
 void PackQ4K(const BlockQ4_K* const* rows, uint8_t* dst) {
-  uint8_t* sc = dst + 64;
-  uint8_t* mn = sc + 128;
-  uint8_t* q = mn + 128;
+  uint8_t* scales = dst + 64;
+  uint8_t* q = scales + 192;
   uint8_t code[kQKK];
   for (int r = 0; r < kPackRows; ++r) {
     const BlockQ4_K* b = rows[r];
     StoreF16(dst, r, b ? b->d : 0);
     StoreF16(dst + 32, r, b ? b->dmin : 0);
-    for (int j = 0; j < 8; ++j) {
-      int s = 0, m = 0;
-      if (b) GetKScaleMin(b->scales, j, &s, &m);
-      sc[32 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(s);
-      mn[32 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(m);
-    }
+    for (int w = 0; w < 3; ++w) Store32(scales + 64 * w + 4 * r, b ? Load32(b->scales + 4 * w) : 0);
     if (b) {
       Q4KCodes(*b, code);
     } else {

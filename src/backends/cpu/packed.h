@@ -13,9 +13,9 @@
 //   q8_0, 32 inputs, 544 bytes (= 16 x 34):
 //     d[16] f16 | q[8][16][4] u8: q[s][r][i] = code of row r, input 4 s + i, plus 128 (unsigned, for
 //     vpdpbusd; the kernel subtracts 128 * sum(x) per block).
-//   q4_k, 256 inputs, 2368 bytes (16 x 148: the 6-bit scales and mins stored as bytes, 4 more per row):
-//     d[16] f16 | dmin[16] f16 | sc[4][16][2] u8 | m[4][16][2] u8 | q[32][16][4] u8:
-//     sc[p][r][e] / m[p][r][e] = scale / min of sub-block 2 p + e of row r;
+//   q4_k, 256 inputs, 2304 bytes (= 16 x 144):
+//     d[16] f16 | dmin[16] f16 | scales[3][16][4] u8 | q[32][16][4] u8:
+//     scales[w][r] = bytes 4 w .. 4 w + 3 of row r's 12 packed 6-bit scales and mins (as stored);
 //     q[c][r][i] = code(r, 8 c + i) | code(r, 8 c + 4 + i) << 4.
 //   q6_k, 256 inputs, 3360 bytes (= 16 x 210):
 //     d[16] f16 | sc[8][16][2] i8 | ql[32][16][4] u8 | qh[16][16][4] u8:

@@ -65,48 +65,65 @@ void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
   }
 }
 
+// vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (kByte[j]), and
+// that widen bytes 2 e and 2 e + 1 of every 32-bit lane to an int16 pair (kPair[e]).
+struct ScaleShuffles {
+  alignas(64) uint8_t byte[4][64];
+  alignas(64) uint8_t pair[2][64];
+  constexpr ScaleShuffles() : byte{}, pair{} {
+    for (int i = 0; i < 64; ++i) {
+      const int lane = i / 4 % 4, k = i % 4;
+      for (int j = 0; j < 4; ++j) byte[j][i] = k == 0 ? static_cast<uint8_t>(4 * lane + j) : 0x80;
+      for (int e = 0; e < 2; ++e) pair[e][i] = k % 2 == 0 ? static_cast<uint8_t>(4 * lane + 2 * e + k / 2) : 0x80;
+    }
+  }
+};
+constexpr ScaleShuffles kScaleShuffles;
+
 template <int kT>
 void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
-  constexpr size_t kBlock = 64 + 128 + 128 + 2048;
-  const __m512i nibble = _mm512_set1_epi8(0x0f), low16 = _mm512_set1_epi32(0xffff);
+  constexpr size_t kBlock = 64 + 192 + 2048;
+  const __m512i nibble = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f), bits45 = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
-    const uint8_t* sc = blk + 64;
-    const uint8_t* mn = sc + 128;
-    const uint8_t* q = mn + 128;
+    const uint8_t* q = blk + 64 + 192;
+    // The 6-bit scales and mins of the 16 rows, from the stored 12 bytes (words w0 w1 w2) per row
+    // (blocks.h, GetKScaleMin): bytes j of sc03 / sc47 / m03 / m47 are scale j / 4 + j, min j / 4 + j.
+    const __m512i w0 = Load512(blk + 64), w1 = Load512(blk + 128), w2 = Load512(blk + 192);
+    const __m512i sc03 = _mm512_and_si512(w0, low6), m03 = _mm512_and_si512(w1, low6);
+    const __m512i sc47 = _mm512_ternarylogic_epi32(w2, nibble, _mm512_and_si512(_mm512_srli_epi32(w0, 2), bits45), 0xea);
+    const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(w2, 4), nibble,
+                                                  _mm512_and_si512(_mm512_srli_epi32(w1, 2), bits45), 0xea);
     const __m512 d = LoadF16x16(blk);
     __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
-    for (int p = 0; p < 4; ++p) {
-      const __m512i sc_pair = Load256AsU16(sc + 32 * p);
-      const __m512 fs[2] = {_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(sc_pair, low16))),
-                            _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srli_epi32(sc_pair, 16)))};
-      for (int e = 0; e < 2; ++e) {
-        const int j = 2 * p + e;
-        // The high nibbles are used in place (16 x code; 240 * 127 * 16 fits int32) in their own sum,
-        // divided by 16 (exactly) once per sub-block: one shift per sub-block instead of one per register.
-        __m512i isum[kT], isum16[kT];
-        for (int t = 0; t < kT; ++t) isum[t] = isum16[t] = _mm512_setzero_si512();
-        for (int s = 0; s < 4; ++s) {
-          const __m512i w = Load512(q + 64 * (4 * j + s));
-          const __m512i lo = _mm512_and_si512(w, nibble), hi16 = _mm512_andnot_si512(nibble, w);
-          for (int t = 0; t < kT; ++t) {
-            const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
-            isum[t] = _mm512_dpbusd_epi32(isum[t], lo, Bcast32(xs));
-            isum16[t] = _mm512_dpbusd_epi32(isum16[t], hi16, Bcast32(xs + 4));
-          }
-        }
+    for (int j = 0; j < 8; ++j) {
+      const __m512i sc = _mm512_shuffle_epi8(j < 4 ? sc03 : sc47, Load512(kScaleShuffles.byte[j % 4]));
+      const __m512 fs = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+      // The high nibbles are used in place (16 x code; 240 * 127 * 16 fits int32) in their own sum,
+      // divided by 16 (exactly) once per sub-block: one shift per sub-block instead of one per register.
+      __m512i isum[kT], isum16[kT];
+      for (int t = 0; t < kT; ++t) isum[t] = isum16[t] = _mm512_setzero_si512();
+      for (int s = 0; s < 4; ++s) {
+        const __m512i w = Load512(q + 64 * (4 * j + s));
+        const __m512i lo = _mm512_and_si512(w, nibble), hi16 = _mm512_andnot_si512(nibble, w);
         for (int t = 0; t < kT; ++t) {
-          const __m512i sum = _mm512_add_epi32(isum[t], _mm512_srai_epi32(isum16[t], 4));
-          f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), fs[e], f[t]);
+          const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+          isum[t] = _mm512_dpbusd_epi32(isum[t], lo, Bcast32(xs));
+          isum16[t] = _mm512_dpbusd_epi32(isum16[t], hi16, Bcast32(xs + 4));
         }
       }
+      for (int t = 0; t < kT; ++t) {
+        const __m512i sum = _mm512_add_epi32(isum[t], _mm512_srai_epi32(isum16[t], 4));
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), fs, f[t]);
+      }
     }
+    __m512i m_pair[4];
+    for (int p = 0; p < 4; ++p) m_pair[p] = _mm512_shuffle_epi8(p < 2 ? m03 : m47, Load512(kScaleShuffles.pair[p % 2]));
     const __m512 dmin = LoadF16x16(blk + 32);
     for (int t = 0; t < kT; ++t) {
       __m512i mins = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p)
-        mins = _mm512_dpwssd_epi32(mins, Load256AsU16(mn + 32 * p), Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+      for (int p = 0; p < 4; ++p) mins = _mm512_dpwssd_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
       f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
       acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
     }
