@@ -108,6 +108,8 @@ std::unique_ptr<Buffer> CpuOps::Allocate(size_t bytes, const std::string& what) 
 
 namespace {
 
+constexpr size_t kPackSliceBytes = size_t{64} << 20;
+
 // madvise over the whole pages inside [p, p + bytes). Advice only: errors are ignored.
 void AdviseWholePages(void* p, size_t bytes, int advice) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -134,11 +136,19 @@ Weight CpuOps::PrepareWeight(const Weight& host) {
   // every packed byte once per token, and with 4 KiB pages each page costs a TLB miss.
   AdviseWholePages(dst, buf->size(), MADV_HUGEPAGE);
   const auto* src = static_cast<const uint8_t*>(host.data);
+  const size_t row_bytes = DTypeBytes(host.dtype, host.cols);
   const int64_t n_groups = (host.rows + kPackRows - 1) / kPackRows;
-  ParallelDynamic(DefaultThreadPool(), n_groups, 16, [&](int64_t begin, int64_t end, int) {
-    PackGroups(host.dtype, src, DTypeBytes(host.dtype, host.cols), host.rows, host.cols, begin, end, dst);
-  });
-  ReleaseMappedPages(src, host.bytes());
+  // In slices of about kPackSliceBytes, each slice's source released as soon as it is packed: a large
+  // table (the embedding) is then never resident twice.
+  const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>(kPackSliceBytes / (row_bytes * kPackRows)));
+  for (int64_t g0 = 0; g0 < n_groups; g0 += slice) {
+    const int64_t g1 = std::min(n_groups, g0 + slice);
+    ParallelDynamic(DefaultThreadPool(), g1 - g0, 16, [&](int64_t begin, int64_t end, int) {
+      PackGroups(host.dtype, src, row_bytes, host.rows, host.cols, g0 + begin, g0 + end, dst);
+    });
+    const int64_t r0 = g0 * kPackRows, r1 = std::min(host.rows, g1 * kPackRows);
+    ReleaseMappedPages(src + static_cast<size_t>(r0) * row_bytes, static_cast<size_t>(r1 - r0) * row_bytes);
+  }
   Weight w = host;
   w.prepared = dst;
   packed_ptrs_.insert(dst);
