@@ -551,7 +551,8 @@ int Main(int argc, char** argv) {
   for (DType t : types) {
     const Stats local_bw = reader.Measure(1);
     for (const Shape& s : kShapes) {
-      const MatMulResult r = BenchMatMul(*ops, t, s, quick ? 8 : 25, quick ? 3 : 7, true);
+      // A backend per shape: it owns the packed copies PrepareWeight makes, and frees them with it.
+      const MatMulResult r = BenchMatMul(*CreateCpuOps(isa), t, s, quick ? 8 : 25, quick ? 3 : 7, true);
       char shape[32];
       std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(s.n),
                     static_cast<long long>(s.k));
