@@ -43,9 +43,9 @@
 #include "core/status.h"
 #include "core/strings.h"
 #include "core/thread_pool.h"
-#include "runtime/ceilings.h"
 #include "ops/ops.h"
 #include "quant/blocks.h"
+#include "runtime/ceilings.h"
 
 namespace hymt {
 namespace {
@@ -558,11 +558,12 @@ int Main(int argc, char** argv) {
                     static_cast<long long>(s.k));
       auto pct = [](double a, double b) { return b > 0 ? 100.0 * a / b : 0.0; };
       const Stats& peak = r.packed ? vnni : fma;
-      std::printf("%-7s%s %-11s | %6.1f %6.1f %4.0f%% | %6.1f %6.1f %4.0f%% | %6.1f %4.0f%% | %6.1f %4.0f%%\n",
-                  DTypeName(t), r.packed ? "*" : " ", shape, local_bw.median, r.gemv_gbs.median,
-                  pct(r.gemv_gbs.median, local_bw.median), local_bw.max, r.gemv_gbs.max,
-                  pct(r.gemv_gbs.max, local_bw.max), r.gemm_gflops.median,
-                  pct(r.gemm_gflops.median, peak.median), r.gemm_gflops.max, pct(r.gemm_gflops.max, peak.max));
+      std::printf(
+          "%-7s%s %-11s | %6.1f %6.1f %4.0f%% | %6.1f %6.1f %4.0f%% | %6.1f %4.0f%% | %6.1f %4.0f%%\n",
+          DTypeName(t), r.packed ? "*" : " ", shape, local_bw.median, r.gemv_gbs.median,
+          pct(r.gemv_gbs.median, local_bw.median), local_bw.max, r.gemv_gbs.max,
+          pct(r.gemv_gbs.max, local_bw.max), r.gemm_gflops.median, pct(r.gemm_gflops.median, peak.median),
+          r.gemm_gflops.max, pct(r.gemm_gflops.max, peak.max));
       std::fflush(stdout);
     }
   }

@@ -452,8 +452,8 @@ TEST_P(CpuOpsTest, MatMulBlockFormats) {
 TEST_P(CpuOpsTest, MatMulPackedWeights) {
   const bool packs = GetParam() == Isa::kAvx512;
   for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
-    const std::vector<int64_t> ks = t == DType::kQ8_0 ? std::vector<int64_t>{32, 96, 288}
-                                                      : std::vector<int64_t>{256, 768};
+    const std::vector<int64_t> ks =
+        t == DType::kQ8_0 ? std::vector<int64_t>{32, 96, 288} : std::vector<int64_t>{256, 768};
     for (int64_t tokens : {1, 2, 3, 4, 5, 7, 17, 64}) {
       for (int64_t n : {1, 3, 17, 64, 130}) {
         for (int64_t k : ks) EXPECT_EQ(packs, CheckMatMul(*ops_, {t, tokens, n, k, 1.0f}, rng_, true));

@@ -2,13 +2,13 @@
 // (matmul.cc, attention.cc, norm.cc, elementwise.cc), each next to its kernels/ file.
 #include "backends/cpu/cpu_ops.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "backends/cpu/cpu_ops_impl.h"
 #include "backends/cpu/packed.h"

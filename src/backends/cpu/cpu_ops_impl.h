@@ -76,7 +76,9 @@ class CpuOps : public Ops {
 
   // Whether w.prepared is a packed layout (packed.h) this backend wrote. (Other backends that wrap this
   // one set prepared to the stored layout.)
-  bool IsPacked(const Weight& w) const { return w.prepared != nullptr && packed_ptrs_.count(w.prepared) != 0; }
+  bool IsPacked(const Weight& w) const {
+    return w.prepared != nullptr && packed_ptrs_.count(w.prepared) != 0;
+  }
 
   Isa isa_;
   const KernelTable& k_;

@@ -62,7 +62,8 @@ constexpr size_t Q8ActFloatsOffset(int64_t k) {
 }
 inline Q8ActRow ViewQ8ActRow(const void* row, int64_t k) {
   const auto* d = reinterpret_cast<const float*>(static_cast<const uint8_t*>(row) + Q8ActFloatsOffset(k));
-  return {static_cast<const BlockQ8_0*>(row), d, d + k / 32, reinterpret_cast<const int32_t*>(d + 2 * (k / 32))};
+  return {static_cast<const BlockQ8_0*>(row), d, d + k / 32,
+          reinterpret_cast<const int32_t*>(d + 2 * (k / 32))};
 }
 struct Q8KActRow {
   const BlockQ8_K* blocks;

@@ -47,7 +47,8 @@ void PackQ8_0(const BlockQ8_0* const* rows, uint8_t* dst) {
   for (int r = 0; r < kPackRows; ++r) {
     const BlockQ8_0* b = rows[r];
     StoreF16(dst, r, b ? b->d : 0);
-    for (int s = 0; s < 8; ++s) Store32(dst + 32 + 64 * s + 4 * r, (b ? Load32(b->qs + 4 * s) : 0) ^ 0x80808080u);
+    for (int s = 0; s < 8; ++s)
+      Store32(dst + 32 + 64 * s + 4 * r, (b ? Load32(b->qs + 4 * s) : 0) ^ 0x80808080u);
   }
 }
 
@@ -87,7 +88,8 @@ void PackQ4K(const BlockQ4_K* const* rows, uint8_t* dst) {
     } else {
       std::memset(code, 0, sizeof code);
     }
-    for (int c = 0; c < 32; ++c) Store32(q + 64 * c + 4 * r, Load32(code + 8 * c) | Load32(code + 8 * c + 4) << 4);
+    for (int c = 0; c < 32; ++c)
+      Store32(q + 64 * c + 4 * r, Load32(code + 8 * c) | Load32(code + 8 * c + 4) << 4);
   }
 }
 
@@ -99,7 +101,8 @@ void PackQ6K(const BlockQ6_K* const* rows, uint8_t* dst) {
   for (int r = 0; r < kPackRows; ++r) {
     const BlockQ6_K* b = rows[r];
     StoreF16(dst, r, b ? b->d : 0);
-    for (int j = 0; j < 16; ++j) sc[32 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(b ? b->scales[j] : 0);
+    for (int j = 0; j < 16; ++j)
+      sc[32 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(b ? b->scales[j] : 0);
     if (b) {
       Q6KCodes(*b, code);
     } else {
@@ -117,8 +120,8 @@ void PackQ6K(const BlockQ6_K* const* rows, uint8_t* dst) {
 }
 
 template <typename Block, typename PackFn>
-void PackGroupsAs(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t k, int64_t g_begin, int64_t g_end,
-                  int64_t block_size, uint8_t* dst, size_t group_bytes, PackFn pack) {
+void PackGroupsAs(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t k, int64_t g_begin,
+                  int64_t g_end, int64_t block_size, uint8_t* dst, size_t group_bytes, PackFn pack) {
   const int64_t nb = k / block_size;
   const size_t block_bytes = group_bytes / static_cast<size_t>(nb);
   for (int64_t g = g_begin; g < g_end; ++g) {
@@ -126,8 +129,9 @@ void PackGroupsAs(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t k,
       const Block* blocks[kPackRows];
       for (int r = 0; r < kPackRows; ++r) {
         const int64_t row = g * kPackRows + r;
-        blocks[r] = row < rows ? reinterpret_cast<const Block*>(src + static_cast<size_t>(row) * row_bytes) + b
-                               : nullptr;
+        blocks[r] = row < rows
+                        ? reinterpret_cast<const Block*>(src + static_cast<size_t>(row) * row_bytes) + b
+                        : nullptr;
       }
       pack(blocks, dst + static_cast<size_t>(g) * group_bytes + static_cast<size_t>(b) * block_bytes);
     }

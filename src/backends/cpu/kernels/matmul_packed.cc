@@ -58,10 +58,12 @@ void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
     for (int t = 0; t < kT; ++t) isum[t] = _mm512_set1_epi32(x[t].c[b]);
     for (int s = 0; s < 8; ++s) {
       const __m512i w = Load512(blk + 32 + 64 * s);
-      for (int t = 0; t < kT; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], w, Bcast32(x[t].blocks[b].qs + 4 * s));
+      for (int t = 0; t < kT; ++t)
+        isum[t] = _mm512_dpbusd_epi32(isum[t], w, Bcast32(x[t].blocks[b].qs + 4 * s));
     }
     for (int t = 0; t < kT; ++t)
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b])), acc[t]);
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b])), acc[t]);
   }
 }
 
@@ -74,7 +76,8 @@ struct ScaleShuffles {
     for (int i = 0; i < 64; ++i) {
       const int lane = i / 4 % 4, k = i % 4;
       for (int j = 0; j < 4; ++j) byte[j][i] = k == 0 ? static_cast<uint8_t>(4 * lane + j) : 0x80;
-      for (int e = 0; e < 2; ++e) pair[e][i] = k % 2 == 0 ? static_cast<uint8_t>(4 * lane + 2 * e + k / 2) : 0x80;
+      for (int e = 0; e < 2; ++e)
+        pair[e][i] = k % 2 == 0 ? static_cast<uint8_t>(4 * lane + 2 * e + k / 2) : 0x80;
     }
   }
 };
@@ -83,7 +86,8 @@ constexpr ScaleShuffles kScaleShuffles;
 template <int kT>
 void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   constexpr size_t kBlock = 64 + 192 + 2048;
-  const __m512i nibble = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f), bits45 = _mm512_set1_epi8(0x30);
+  const __m512i nibble = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f),
+                bits45 = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
     const uint8_t* q = blk + 64 + 192;
@@ -91,7 +95,8 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
     // (blocks.h, GetKScaleMin): bytes j of sc03 / sc47 / m03 / m47 are scale j / 4 + j, min j / 4 + j.
     const __m512i w0 = Load512(blk + 64), w1 = Load512(blk + 128), w2 = Load512(blk + 192);
     const __m512i sc03 = _mm512_and_si512(w0, low6), m03 = _mm512_and_si512(w1, low6);
-    const __m512i sc47 = _mm512_ternarylogic_epi32(w2, nibble, _mm512_and_si512(_mm512_srli_epi32(w0, 2), bits45), 0xea);
+    const __m512i sc47 =
+        _mm512_ternarylogic_epi32(w2, nibble, _mm512_and_si512(_mm512_srli_epi32(w0, 2), bits45), 0xea);
     const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(w2, 4), nibble,
                                                   _mm512_and_si512(_mm512_srli_epi32(w1, 2), bits45), 0xea);
     const __m512 d = LoadF16x16(blk);
@@ -119,11 +124,13 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
       }
     }
     __m512i m_pair[4];
-    for (int p = 0; p < 4; ++p) m_pair[p] = _mm512_shuffle_epi8(p < 2 ? m03 : m47, Load512(kScaleShuffles.pair[p % 2]));
+    for (int p = 0; p < 4; ++p)
+      m_pair[p] = _mm512_shuffle_epi8(p < 2 ? m03 : m47, Load512(kScaleShuffles.pair[p % 2]));
     const __m512 dmin = LoadF16x16(blk + 32);
     for (int t = 0; t < kT; ++t) {
       __m512i mins = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p) mins = _mm512_dpwssd_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+      for (int p = 0; p < 4; ++p)
+        mins = _mm512_dpwssd_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
       f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
       acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
     }
@@ -153,9 +160,11 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
         const __m512i h = Load512(qh + 64 * j);
         const __m512i u[4] = {
             _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea),
-            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble, _mm512_and_si512(_mm512_slli_epi16(h, 2), high2), 0xea),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble,
+                                      _mm512_and_si512(_mm512_slli_epi16(h, 2), high2), 0xea),
             _mm512_ternarylogic_epi32(l1, nibble, _mm512_and_si512(h, high2), 0xea),
-            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble, _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble,
+                                      _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea),
         };
         for (int t = 0; t < kT; ++t) {
           const int8_t* xs = x[t].blocks[b].qs + 16 * j;
@@ -220,7 +229,8 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
     const __mmask16 valid = static_cast<__mmask16>((1u << Min<int64_t>(kPackRows, n_end - n0)) - 1);
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
       const int tile = static_cast<int>(Min<int64_t>(kTokenTile, a.n_tokens - t0));
-      PickGroupTile(tile, std::make_integer_sequence<int, kTokenTile>{})(a, g, x, xq_row_bytes, t0, n0, valid);
+      PickGroupTile(tile, std::make_integer_sequence<int, kTokenTile>{})(a, g, x, xq_row_bytes, t0, n0,
+                                                                         valid);
     }
   }
 }

@@ -843,8 +843,9 @@ void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, flo
 
 size_t QuantActRowBytes(DType w, int64_t k) {
   static_assert(sizeof(BlockQ8_K) % alignof(float) == 0);
-  return IsKFormat(w) ? static_cast<size_t>(k / kQKK) * (sizeof(BlockQ8_K) + 8 * sizeof(int16_t))
-                      : Q8ActFloatsOffset(k) + static_cast<size_t>(k / 32) * (2 * sizeof(float) + sizeof(int32_t));
+  return IsKFormat(w)
+             ? static_cast<size_t>(k / kQKK) * (sizeof(BlockQ8_K) + 8 * sizeof(int16_t))
+             : Q8ActFloatsOffset(k) + static_cast<size_t>(k / 32) * (2 * sizeof(float) + sizeof(int32_t));
 }
 
 void QuantizeActRow(DType w, const float* x, int64_t k, void* dst) {
