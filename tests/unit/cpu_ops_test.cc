@@ -845,8 +845,8 @@ TEST(CpuOpsTestOracle, ActivationsMatchQuantizeRow) {
       kt.quantize_act_row(w, x.data(), k, mine.data());
       ASSERT_GE(mine.size(), theirs.size());
       ASSERT_EQ(0, std::memcmp(mine.data(), theirs.data(), theirs.size()));
-      // The side arrays the packed kernels read: -128 * sum(qs) per 32 (simple formats), the sums of 32
-      // consecutive codes per 256 (K formats).
+      // The side arrays the packed kernels read: -128 * sum(qs) per 32 (simple formats); the sums of 32
+      // consecutive codes and -32 * the sums of 16 per 256 (K formats).
       if (a == DType::kQ8_0) {
         const cpu::Q8ActRow row = cpu::ViewQ8ActRow(mine.data(), k);
         for (int64_t b = 0; b < k / 32; ++b) {
@@ -856,12 +856,18 @@ TEST(CpuOpsTestOracle, ActivationsMatchQuantizeRow) {
         }
       } else {
         const cpu::Q8KActRow row = cpu::ViewQ8KActRow(mine.data(), k);
-        for (int64_t b = 0; b < k / 256; ++b)
+        for (int64_t b = 0; b < k / 256; ++b) {
           for (int j = 0; j < 8; ++j) {
             int sum = 0;
             for (int i = 0; i < 32; ++i) sum += row.blocks[b].qs[32 * j + i];
             ASSERT_EQ(row.bsum32[8 * b + j], sum) << "block " << b << " sub-block " << j;
           }
+          for (int j = 0; j < 16; ++j) {
+            int sum = 0;
+            for (int i = 0; i < 16; ++i) sum += row.blocks[b].qs[16 * j + i];
+            ASSERT_EQ(row.off16[16 * b + j], -32 * sum) << "block " << b << " sub-block of 16 " << j;
+          }
+        }
       }
     }
   }

@@ -48,7 +48,8 @@ constexpr int64_t kMatMulRowAlign = 64;
 //    q4_1/q5_1 into one multiply per block) and c = -128 * sum(qs) (int32; the packed q8_0 kernel
 //    stores its weights plus 128, packed.h);
 //  K formats (q4_k, q5_k, q6_k): n/256 BlockQ8_K (f32 scale, bsums), followed by n/256 x 8 int16: the
-//    sums of 32 consecutive qs (the packed q4_k kernel's mins).
+//    sums of 32 consecutive qs (the packed q4_k kernel's mins), and n/256 x 16 int32: -32 x bsums (the
+//    packed q6_k kernel starts each sub-block's sum there, so that the codes' offset 32 is folded in).
 // Both row sizes are multiples of 4 bytes, so that rows packed one after another keep their arrays aligned.
 struct Q8ActRow {
   const BlockQ8_0* blocks;
@@ -68,10 +69,12 @@ inline Q8ActRow ViewQ8ActRow(const void* row, int64_t k) {
 struct Q8KActRow {
   const BlockQ8_K* blocks;
   const int16_t* bsum32;  // [n/256][8]
+  const int32_t* off16;   // [n/256][16]
 };
 inline Q8KActRow ViewQ8KActRow(const void* row, int64_t k) {
   const auto* blocks = static_cast<const BlockQ8_K*>(row);
-  return {blocks, reinterpret_cast<const int16_t*>(blocks + k / 256)};
+  const auto* bsum32 = reinterpret_cast<const int16_t*>(blocks + k / 256);
+  return {blocks, bsum32, reinterpret_cast<const int32_t*>(bsum32 + 8 * (k / 256))};
 }
 
 // One (row, kv head) of attention: the `group` query heads that share kv head `kv_head` attend to

@@ -10,9 +10,10 @@
 //     second sum divided by 16), converted to f32 and multiplied by d * scale (one vector per sub-block,
 //     shared by the tokens); the mins are sum_j m_j * (sum of the sub-block's x), by vpdpwssd over pairs
 //     of sub-blocks (int32, < 2^21), times dmin; then one multiply-add by d_x per 256 inputs.
-//   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes), times d * scale in f32;
-//     the offset 32 of the codes is 32 d sum_j sc_j bsum_j (vpdpwssd); one multiply-add by d_x per 256.
-// Integer sums are exact (|q4_k sub-block sum| <= 32 * 15 * 127, q6_k 16 * 63 * 127); the f32 work is a
+//   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes) that starts at
+//     -32 x (sum of the sub-block's x), so the codes' offset 32 is folded in; times d * scale in f32; one
+//     multiply-add by d_x per 256.
+// Integer sums are exact (|q4_k sub-block sum| <= 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127); the f32 work is a
 // few roundings per sub-block, within the bound the tests derive for the integer paths.
 // Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's
 // weights (16 rows, at most a few hundred KiB) are walked again per tile from cache.
@@ -167,22 +168,15 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
                                       _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea),
         };
         for (int t = 0; t < kT; ++t) {
+          // Starting at -32 x (sum of the sub-block's x) folds the codes' offset 32 into the sum.
           const int8_t* xs = x[t].blocks[b].qs + 16 * j;
-          __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], Bcast32(xs));
-          for (int c = 1; c < 4; ++c) isum = _mm512_dpbusd_epi32(isum, u[c], Bcast32(xs + 4 * c));
+          __m512i isum = _mm512_set1_epi32(x[t].off16[16 * b + j]);
+          for (int c = 0; c < 4; ++c) isum = _mm512_dpbusd_epi32(isum, u[c], Bcast32(xs + 4 * c));
           f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs[e], f[t]);
         }
       }
     }
-    // The offset 32 of the codes: 32 d sum_j sc_j bsum_j.
-    const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32.0f));
-    for (int t = 0; t < kT; ++t) {
-      __m512i off = _mm512_setzero_si512();
-      for (int p = 0; p < 8; ++p)
-        off = _mm512_dpwssd_epi32(off, Load256AsI16(sc + 32 * p), Bcast32(x[t].blocks[b].bsums + 2 * p));
-      f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), d32, f[t]);
-      acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
-    }
+    for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
   }
 }
 

@@ -88,6 +88,7 @@ void QuantizeQ8_0Act(const float* x, int64_t k, void* dst) {
 
 void QuantizeQ8K(const float* x, int64_t k, BlockQ8_K* out) {
   auto* bsum32 = reinterpret_cast<int16_t*>(out + k / kQKK);
+  auto* off16 = reinterpret_cast<int32_t*>(bsum32 + 8 * (k / kQKK));
   for (int64_t b = 0; b < k / kQKK; ++b) {
     const float* xb = x + b * kQKK;
     VF m = Zero();
@@ -107,6 +108,7 @@ void QuantizeQ8K(const float* x, int64_t k, BlockQ8_K* out) {
       o.bsums[j] = static_cast<int16_t>(sum);
     }
     for (int j = 0; j < 8; ++j) bsum32[8 * b + j] = static_cast<int16_t>(o.bsums[2 * j] + o.bsums[2 * j + 1]);
+    for (int j = 0; j < 16; ++j) off16[16 * b + j] = -32 * o.bsums[j];
   }
 }
 
@@ -844,7 +846,7 @@ void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, flo
 size_t QuantActRowBytes(DType w, int64_t k) {
   static_assert(sizeof(BlockQ8_K) % alignof(float) == 0);
   return IsKFormat(w)
-             ? static_cast<size_t>(k / kQKK) * (sizeof(BlockQ8_K) + 8 * sizeof(int16_t))
+             ? static_cast<size_t>(k / kQKK) * (sizeof(BlockQ8_K) + 8 * sizeof(int16_t) + 16 * sizeof(int32_t))
              : Q8ActFloatsOffset(k) + static_cast<size_t>(k / 32) * (2 * sizeof(float) + sizeof(int32_t));
 }
 
