@@ -125,6 +125,7 @@ int RunBench(int argc, char** argv) {
   const size_t probe = HostMemoryAvailable() > (uint64_t{12} << 30) ? size_t{4} << 30 : size_t{1} << 30;
   double host_bandwidth = MeasureHostReadBandwidthBest(probe);
   const double host_fma_peak = MeasureHostFmaPeak();
+  const double host_vnni_peak = MeasureHostVnniPeak();
   ResetPeakResident();
   auto session = Session::Open(so);
   const LoadedModel& m = session->model();
@@ -234,11 +235,18 @@ int RunBench(int argc, char** argv) {
   std::printf("%-22s %12.1f tok/s %10.2f TFLOP/s\n", StrCat("prefill ", pseqs, " x ", plen).c_str(), prefill_tok_s,
               flops / p.seconds / 1e12);
   if (on_host && host_fma_peak > 0) {
-    // The CPU's GEMMs run on f32 FMA (block formats are dequantised into the packed panels).
+    // The CPU's GEMMs run on f32 FMA for float weights (and block formats without a packed layout),
+    // on int8 vpdpbusd for packed q8_0 / q4_k / q6_k weights (backends/cpu/packed.h).
     std::printf("%-22s %12.1f GFLOP/s (measured now); prefill reaches %.1f%% of it\n", "host f32 FMA peak",
                 host_fma_peak, 100 * flops / p.seconds / 1e9 / host_fma_peak);
     out.Set("host_fma_peak_gflop_s", Json(host_fma_peak));
     out.Set("prefill_fraction_of_fma_peak", Json(flops / p.seconds / 1e9 / host_fma_peak));
+  }
+  if (on_host && host_vnni_peak > 0) {
+    std::printf("%-22s %12.1f GOP/s   (measured now); prefill reaches %.1f%% of it\n", "host int8 VNNI peak",
+                host_vnni_peak, 100 * flops / p.seconds / 1e9 / host_vnni_peak);
+    out.Set("host_vnni_peak_gop_s", Json(host_vnni_peak));
+    out.Set("prefill_fraction_of_vnni_peak", Json(flops / p.seconds / 1e9 / host_vnni_peak));
   }
   out.Set("prefill_tok_s", Json(prefill_tok_s));
   out.Set("prefill_tflop_s", Json(flops / p.seconds / 1e12));

@@ -8,12 +8,35 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <utility>
 
 #include "core/status.h"
 
 namespace hymt {
+namespace {
+
+// The live mappings (start -> size), for ReleaseMappedPages.
+std::mutex& MappingsMutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<const uint8_t*, size_t>& Mappings() {
+  static std::map<const uint8_t*, size_t> m;
+  return m;
+}
+
+void Unmap(const uint8_t* data, size_t size) {
+  {
+    std::lock_guard<std::mutex> lock(MappingsMutex());
+    Mappings().erase(data);
+  }
+  ::munmap(const_cast<uint8_t*>(data), size);
+}
+
+}  // namespace
 
 MappedFile MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -34,6 +57,8 @@ MappedFile MappedFile::Open(const std::string& path) {
       Fail(ErrorCode::kInternal, "cannot map ", path, ": ", std::strerror(err));
     }
     f.data_ = static_cast<const uint8_t*>(p);
+    std::lock_guard<std::mutex> lock(MappingsMutex());
+    Mappings()[f.data_] = f.size_;
   }
   ::close(fd);
   return f;
@@ -46,7 +71,7 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (data_ != nullptr) Unmap(data_, size_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     path_ = std::move(other.path_);
@@ -55,11 +80,28 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr) Unmap(data_, size_);
 }
 
 void MappedFile::WillNeed() const {
   if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
+}
+
+bool ReleaseMappedPages(const void* p, size_t bytes) {
+  const auto* begin = static_cast<const uint8_t*>(p);
+  {
+    std::lock_guard<std::mutex> lock(MappingsMutex());
+    auto it = Mappings().upper_bound(begin);
+    if (it == Mappings().begin()) return false;
+    --it;
+    if (begin + bytes > it->first + it->second) return false;
+  }
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  // A private read-only mapping that was never written: dropping its pages loses nothing.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  return true;
 }
 
 std::string ReadFile(const std::string& path, size_t max_bytes) {

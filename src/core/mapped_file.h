@@ -33,6 +33,12 @@ class MappedFile {
   std::string path_;
 };
 
+// If [p, p + bytes) lies inside a live MappedFile, drops this process's resident pages of its whole pages
+// (the file's pages stay in the page cache; reading them again maps them back) and returns true; else
+// does nothing and returns false. For callers that have copied the bytes elsewhere (a backend's own
+// layout of a weight), so that resident memory does not hold both.
+bool ReleaseMappedPages(const void* p, size_t bytes);
+
 // Reads a whole (small) file into a string. Throws Error(kNotFound) when it cannot be read, and
 // Error(kResourceExhausted) when it is larger than max_bytes.
 std::string ReadFile(const std::string& path, size_t max_bytes = size_t{1} << 30);

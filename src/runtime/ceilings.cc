@@ -50,7 +50,48 @@ __attribute__((target("avx2,fma"))) float HostFmaLoopAvx2(int64_t iters) {
   _mm256_store_ps(out, s);
   return out[0];
 }
+__attribute__((target("avx512f,avx512vnni"))) double HostVnniLoopAvx512(int64_t iters) {
+  __m512i acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+  int64_t s = 0;
+  for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_epi32(acc[i]);
+  return static_cast<double>(s);
+}
 #endif
+
+namespace {
+
+// The fastest of `repeats` timed runs of loop(iters) on every pool thread at once, in G(FL)OP/s.
+template <typename Loop>
+double PoolPeak(Loop loop, double ops_per_iter, int repeats) {
+  ThreadPool& pool = DefaultThreadPool();
+  const int64_t iters = 200'000;
+  std::vector<double> sink(static_cast<size_t>(pool.size()) * 16);
+  double best = 0;
+  for (int r = 0; r < repeats + 1; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.Run([&](int t, int) { sink[static_cast<size_t>(t) * 16] = loop(iters); });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) best = std::max(best, ops_per_iter * static_cast<double>(iters) * pool.size() / secs / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+double MeasureHostVnniPeak(int repeats) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni")) return 0;
+  return PoolPeak(HostVnniLoopAvx512, kHostVnniLoopAvx512Ops, repeats);
+#else
+  (void)repeats;
+  return 0;
+#endif
+}
 
 double MeasureHostFmaPeak(int repeats) {
 #if defined(__x86_64__)
@@ -64,17 +105,7 @@ double MeasureHostFmaPeak(int repeats) {
     flops_per_iter = kHostFmaLoopAvx2Flops;
   }
   if (loop == nullptr) return 0;
-  ThreadPool& pool = DefaultThreadPool();
-  const int64_t iters = 200'000;
-  std::vector<float> sink(static_cast<size_t>(pool.size()) * 16);
-  double best = 0;
-  for (int r = 0; r < repeats + 1; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.Run([&](int t, int) { sink[static_cast<size_t>(t) * 16] = loop(iters); });
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) best = std::max(best, flops_per_iter * static_cast<double>(iters) * pool.size() / secs / 1e9);
-  }
-  return best;
+  return PoolPeak(loop, flops_per_iter, repeats);
 #else
   (void)repeats;
   return 0;

@@ -19,6 +19,12 @@ double MeasureHostReadBandwidthBest(size_t bytes = size_t{1} << 30, int repeats 
 // the CPU has neither.
 double MeasureHostFmaPeak(int repeats = 30);
 
+// int8 dot-product peak of the host in GOP/s (2 per multiply-add) over every thread of the default pool:
+// register-resident AVX-512 VNNI vpdpbusd loops (64 multiply-adds per instruction), the fastest of
+// `repeats` runs of a few ms. 0 when the CPU lacks AVX-512 VNNI. The ceiling of the int8 matmuls of
+// packed block weights (backends/cpu/packed.h).
+double MeasureHostVnniPeak(int repeats = 30);
+
 #if defined(__x86_64__)
 // The loops MeasureHostFmaPeak times, for benchmarks that time them their own way: iters iterations of
 // register-resident FMAs (16 zmm accumulators: 512 FLOPs per iteration; 12 ymm: 192). The result
@@ -27,6 +33,9 @@ float HostFmaLoopAvx512(int64_t iters);
 float HostFmaLoopAvx2(int64_t iters);
 inline constexpr double kHostFmaLoopAvx512Flops = 16 * 16 * 2;
 inline constexpr double kHostFmaLoopAvx2Flops = 12 * 8 * 2;
+// The loop MeasureHostVnniPeak times: 16 zmm accumulators of vpdpbusd, 2048 ops per iteration.
+double HostVnniLoopAvx512(int64_t iters);
+inline constexpr double kHostVnniLoopAvx512Ops = 16 * 64 * 2;
 #endif
 
 // Peak resident memory of this process (VmHWM), in bytes.

@@ -346,17 +346,21 @@ double IntegerPathBound(const TestWeight& tw, DType t, const QuantizedAct& a, in
   return (4.0 * (nb + 16) + 2) * kU * big * std::fabs(tw.w.scale) + 1e-30;
 }
 
-void CheckMatMul(Ops& ops, const MatMulCase& c, std::mt19937& rng) {
+// prepare: multiply by ops.PrepareWeight(w) (a packed layout where the ISA has one: then the integer
+// path serves every token count). Returns whether the weight was packed.
+bool CheckMatMul(Ops& ops, const MatMulCase& c, std::mt19937& rng, bool prepare = false) {
   SCOPED_TRACE(testing::Message() << DTypeName(c.dtype) << " tokens " << c.tokens << " n " << c.n << " k "
-                                  << c.k);
+                                  << c.k << (prepare ? " prepared" : ""));
   TestWeight tw = MakeWeight(c.dtype, c.n, c.k, rng, c.scale);
   HostTensor x(c.tokens, c.k, 5, 3);
   FillNormal(x, rng, 1.0f, 0.3f);  // a mean, so the offset and min terms (times sum x) do not cancel out
   HostTensor out(c.tokens, c.n, 7, 1), ref(c.tokens, c.n);
-  ops.MatMul(x.t, tw.w, out.t);
+  const Weight w = prepare ? ops.PrepareWeight(tw.w) : tw.w;
+  const bool packed = w.prepared != nullptr;
+  ops.MatMul(x.t, w, out.t);
   CreateReferenceOps()->MatMul(x.t, tw.w, ref.t);
   const bool blocks = IsBlockFormat(c.dtype);
-  const bool integer_path = blocks && c.tokens <= cpu::kGemvMaxTokens;
+  const bool integer_path = blocks && (packed || c.tokens <= cpu::kGemvMaxTokens);
   DType dot_activation;
   const bool has_dot = integer_path && DotActivationType(c.dtype, &dot_activation);
   int failures = 0;
@@ -389,7 +393,8 @@ void CheckMatMul(Ops& ops, const MatMulCase& c, std::mt19937& rng) {
   }
   // The padding between rows is untouched.
   for (int64_t t = 0; t < c.tokens; ++t)
-    for (int64_t p = c.n; p < out.t.stride; ++p) ASSERT_EQ(out.Row(t)[p], 0.0f) << "wrote past row " << t;
+    for (int64_t p = c.n; p < out.t.stride; ++p) EXPECT_EQ(out.Row(t)[p], 0.0f) << "wrote past row " << t;
+  return packed;
 }
 
 class CpuOpsTest : public testing::TestWithParam<Isa> {
@@ -439,6 +444,26 @@ TEST_P(CpuOpsTest, MatMulBlockFormats) {
       }
     }
   }
+}
+
+// Weights PrepareWeight packs (q8_0, q4_k, q6_k on AVX-512: backends/cpu/packed.h) against the same
+// bounds as the integer GEMV, for every token count (decode and prefill run the same kernel): odd row
+// counts (a partial group of 16), several groups per thread, and token counts around the tile of 4.
+TEST_P(CpuOpsTest, MatMulPackedWeights) {
+  const bool packs = GetParam() == Isa::kAvx512;
+  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    const std::vector<int64_t> ks =
+        t == DType::kQ8_0 ? std::vector<int64_t>{32, 96, 288} : std::vector<int64_t>{256, 768};
+    for (int64_t tokens : {1, 2, 3, 4, 5, 7, 17, 64}) {
+      for (int64_t n : {1, 3, 17, 64, 130}) {
+        for (int64_t k : ks) EXPECT_EQ(packs, CheckMatMul(*ops_, {t, tokens, n, k, 1.0f}, rng_, true));
+      }
+    }
+  }
+  // A weight scale and a larger, multi-threaded shape.
+  EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ8_0, 9, 200, 1024, 0.37f}, rng_, true));
+  EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ4_K, 33, 272, 1024, 1.0f}, rng_, true));
+  EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ6_K, 2, 272, 1024, 1.0f}, rng_, true));
 }
 
 TEST_P(CpuOpsTest, MatMulSameAsGenericKernels) {
@@ -820,6 +845,30 @@ TEST(CpuOpsTestOracle, ActivationsMatchQuantizeRow) {
       kt.quantize_act_row(w, x.data(), k, mine.data());
       ASSERT_GE(mine.size(), theirs.size());
       ASSERT_EQ(0, std::memcmp(mine.data(), theirs.data(), theirs.size()));
+      // The side arrays the packed kernels read: -128 * sum(qs) per 32 (simple formats); the sums of 32
+      // consecutive codes and -32 * the sums of 16 per 256 (K formats).
+      if (a == DType::kQ8_0) {
+        const cpu::Q8ActRow row = cpu::ViewQ8ActRow(mine.data(), k);
+        for (int64_t b = 0; b < k / 32; ++b) {
+          int sum = 0;
+          for (int i = 0; i < 32; ++i) sum += row.blocks[b].qs[i];
+          ASSERT_EQ(row.c[b], -128 * sum) << "block " << b;
+        }
+      } else {
+        const cpu::Q8KActRow row = cpu::ViewQ8KActRow(mine.data(), k);
+        for (int64_t b = 0; b < k / 256; ++b) {
+          for (int j = 0; j < 8; ++j) {
+            int sum = 0;
+            for (int i = 0; i < 32; ++i) sum += row.blocks[b].qs[32 * j + i];
+            ASSERT_EQ(row.bsum32[8 * b + j], sum) << "block " << b << " sub-block " << j;
+          }
+          for (int j = 0; j < 16; ++j) {
+            int sum = 0;
+            for (int i = 0; i < 16; ++i) sum += row.blocks[b].qs[16 * j + i];
+            ASSERT_EQ(row.off16[16 * b + j], -32 * sum) << "block " << b << " sub-block of 16 " << j;
+          }
+        }
+      }
     }
   }
 }

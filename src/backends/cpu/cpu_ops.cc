@@ -2,12 +2,17 @@
 // (matmul.cc, attention.cc, norm.cc, elementwise.cc), each next to its kernels/ file.
 #include "backends/cpu/cpu_ops.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/cpu_ops_impl.h"
+#include "backends/cpu/packed.h"
+#include "core/mapped_file.h"
 #include "core/status.h"
 
 namespace hymt {
@@ -101,11 +106,54 @@ std::unique_ptr<Buffer> CpuOps::Allocate(size_t bytes, const std::string& what) 
   return std::make_unique<HostBuffer>(bytes, what);
 }
 
-// Zero copy: every kernel reads weights in their stored layout (bench/kernels measures GEMV at
-// 80-90% of the read bandwidth from the mapped layout, so a repack would not pay for its memory).
+namespace {
+
+constexpr size_t kPackSliceBytes = size_t{64} << 20;
+
+// madvise over the whole pages inside [p, p + bytes). Advice only: errors are ignored.
+void AdviseWholePages(void* p, size_t bytes, int advice) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, advice);
+}
+
+}  // namespace
+
+// Weights of q8_0, q4_k and q6_k are repacked for the AVX-512 VNNI kernels (packed.h); every other
+// weight, and every weight on other ISAs, is used in place (zero copy: the float GEMVs reach 80-100% of
+// the read bandwidth from the mapped layout). When a packed weight's source is a mapped file, its pages
+// leave this process's resident memory (they stay in the page cache; Embed on a tied table maps back
+// the rows it reads), so that resident memory does not hold both layouts.
 Weight CpuOps::PrepareWeight(const Weight& host) {
   HYMT_CHECK(host.device.kind == DeviceKind::kCpu, "CPU weights must be in host memory: ", host.name);
-  return host;
+  if (k_.matmul_packed == nullptr || !HasPackedLayout(host.dtype) || host.data == nullptr ||
+      host.cols % GetDTypeInfo(host.dtype).block_size != 0)
+    return host;
+  auto buf = Allocate(PackedBytes(host.dtype, host.rows, host.cols), "packed weight " + host.name);
+  auto* dst = static_cast<uint8_t*>(buf->data());
+  // Huge pages where the kernel allows them (transparent huge pages in "madvise" mode): decode streams
+  // every packed byte once per token, and with 4 KiB pages each page costs a TLB miss.
+  AdviseWholePages(dst, buf->size(), MADV_HUGEPAGE);
+  const auto* src = static_cast<const uint8_t*>(host.data);
+  const size_t row_bytes = DTypeBytes(host.dtype, host.cols);
+  const int64_t n_groups = (host.rows + kPackRows - 1) / kPackRows;
+  // In slices of about kPackSliceBytes, each slice's source released as soon as it is packed: a large
+  // table (the embedding) is then never resident twice.
+  const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>(kPackSliceBytes / (row_bytes * kPackRows)));
+  for (int64_t g0 = 0; g0 < n_groups; g0 += slice) {
+    const int64_t g1 = std::min(n_groups, g0 + slice);
+    ParallelDynamic(DefaultThreadPool(), g1 - g0, 16, [&](int64_t begin, int64_t end, int) {
+      PackGroups(host.dtype, src, row_bytes, host.rows, host.cols, g0 + begin, g0 + end, dst);
+    });
+    const int64_t r0 = g0 * kPackRows, r1 = std::min(host.rows, g1 * kPackRows);
+    ReleaseMappedPages(src + static_cast<size_t>(r0) * row_bytes, static_cast<size_t>(r1 - r0) * row_bytes);
+  }
+  Weight w = host;
+  w.prepared = dst;
+  packed_ptrs_.insert(dst);
+  packed_.push_back(std::move(buf));
+  return w;
 }
 
 void CpuOps::CopyFromHost(const void* src, Tensor dst) {

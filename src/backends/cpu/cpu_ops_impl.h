@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
@@ -73,8 +74,16 @@ class CpuOps : public Ops {
   // cos / sin of every row's position for one inv_freq table, [n_rows][half] each; cached per step.
   void RopeTables(const Weight& inv_freq, int half);
 
+  // Whether w.prepared is a packed layout (packed.h) this backend wrote. (Other backends that wrap this
+  // one set prepared to the stored layout.)
+  bool IsPacked(const Weight& w) const {
+    return w.prepared != nullptr && packed_ptrs_.count(w.prepared) != 0;
+  }
+
   Isa isa_;
   const KernelTable& k_;
+  std::vector<std::unique_ptr<Buffer>> packed_;  // packed weights (PrepareWeight)
+  std::unordered_set<const void*> packed_ptrs_;
   StepBatch batch_;
 
   ScratchBuffer gemm_scratch_;      // per-thread packed weight panels

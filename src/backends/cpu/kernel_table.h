@@ -31,26 +31,31 @@ struct MatMulArgs {
 
 // Up to this many tokens a matmul streams each weight row once and dots it with every token (GEMV,
 // memory bound: decode); above it, weight panels are converted to f32 (dequantised for the block
-// formats) and a register-tiled GEMM runs (compute bound: prefill, large decode batches).
+// formats) and a register-tiled GEMM runs (compute bound: prefill, large decode batches). Weights that
+// PrepareWeight packed (packed.h) take neither path: matmul_packed serves every token count.
 constexpr int kGemvMaxTokens = 4;
 // Per-thread scratch of the GEMM (a packed panel of the weight and a staging area), in bytes.
 constexpr size_t kGemmScratchBytes = size_t{640} << 10;
-// Row ranges handed to matmul kernels start at multiples of this (a whole GEMM register tile and whole
-// cache lines of every weight type).
+// Row ranges handed to matmul kernels start at multiples of this (a whole GEMM register tile, whole
+// packed row groups, and whole cache lines of every weight type).
 constexpr int64_t kMatMulRowAlign = 64;
 
 // Activations of the integer GEMV, one row per token, quantised exactly as quant/'s QuantizeRow does
 // (quant/quant_dot.h: d = max|x| / 127, codes rounded to nearest even within [-127, 127]):
 //  simple formats (q4_0, q4_1, q5_0, q5_1, q8_0): n/32 BlockQ8_0 (f16 scale), padded to a multiple of
-//    4 bytes (Q8ActFloatsOffset; a block is 34 bytes), followed by two f32 arrays of n/32 for the kernels:
-//    d (the f16 scale widened) and s = d * sum(qs), which folds the offset of q4_0/q5_0 and the min of
-//    q4_1/q5_1 into one multiply per block;
-//  K formats (q4_k, q5_k, q6_k): n/256 BlockQ8_K (f32 scale, bsums).
-// Both row sizes are multiples of 4 bytes, so that rows packed one after another keep their floats aligned.
+//    4 bytes (Q8ActFloatsOffset; a block is 34 bytes), followed by three arrays of n/32 for the kernels:
+//    d (f32: the f16 scale widened), s = d * sum(qs) (f32; folds the offset of q4_0/q5_0 and the min of
+//    q4_1/q5_1 into one multiply per block) and c = -128 * sum(qs) (int32; the packed q8_0 kernel
+//    stores its weights plus 128, packed.h);
+//  K formats (q4_k, q5_k, q6_k): n/256 BlockQ8_K (f32 scale, bsums), followed by n/256 x 8 int16: the
+//    sums of 32 consecutive qs (the packed q4_k kernel's mins), and n/256 x 16 int32: -32 x bsums (the
+//    packed q6_k kernel starts each sub-block's sum there, so that the codes' offset 32 is folded in).
+// Both row sizes are multiples of 4 bytes, so that rows packed one after another keep their arrays aligned.
 struct Q8ActRow {
   const BlockQ8_0* blocks;
   const float* d;
   const float* s;
+  const int32_t* c;
 };
 constexpr size_t Q8ActFloatsOffset(int64_t k) {
   return (static_cast<size_t>(k / 32) * sizeof(BlockQ8_0) + alignof(float) - 1) / alignof(float) *
@@ -58,7 +63,18 @@ constexpr size_t Q8ActFloatsOffset(int64_t k) {
 }
 inline Q8ActRow ViewQ8ActRow(const void* row, int64_t k) {
   const auto* d = reinterpret_cast<const float*>(static_cast<const uint8_t*>(row) + Q8ActFloatsOffset(k));
-  return {static_cast<const BlockQ8_0*>(row), d, d + k / 32};
+  return {static_cast<const BlockQ8_0*>(row), d, d + k / 32,
+          reinterpret_cast<const int32_t*>(d + 2 * (k / 32))};
+}
+struct Q8KActRow {
+  const BlockQ8_K* blocks;
+  const int16_t* bsum32;  // [n/256][8]
+  const int32_t* off16;   // [n/256][16]
+};
+inline Q8KActRow ViewQ8KActRow(const void* row, int64_t k) {
+  const auto* blocks = static_cast<const BlockQ8_K*>(row);
+  const auto* bsum32 = reinterpret_cast<const int16_t*>(blocks + k / 256);
+  return {blocks, bsum32, reinterpret_cast<const int32_t*>(bsum32 + 8 * (k / 256))};
 }
 
 // One (row, kv head) of attention: the `group` query heads that share kv head `kv_head` attend to
@@ -106,6 +122,12 @@ struct KernelTable {
   // tokens works (in groups); the launcher uses it up to kGemvMaxTokens.
   void (*gemv_quant)(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin,
                      int64_t n_end) = nullptr;
+  // The matmul of a packed weight (packed.h; a.w is the packed weight, a.w_dtype q8_0, q4_k or q6_k)
+  // with x quantised as for gemv_quant, for any number of tokens (decode and prefill alike): rows
+  // [n_begin, n_end), n_begin a multiple of kPackRows. Null where the ISA has no such kernel (then
+  // weights are not packed).
+  void (*matmul_packed)(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin,
+                        int64_t n_end) = nullptr;
 
   // ---- convert.cc: rows between f32 and stored types ----
   // dst = src * scale for t in f32, f16, bf16, f8_e4m3.

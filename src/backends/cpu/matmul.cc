@@ -1,8 +1,11 @@
 // MatMul launcher: shape checks, the GEMV / GEMM choice, the split over threads, and the activation
-// quantisation of the block formats' GEMV. Kernels: kernels/matmul_float.cc (GEMV of f32, f16, bf16,
-// f8_e4m3; the GEMM of every type) and kernels/matmul_quant.cc (GEMV of q4_0, q4_1, q5_0, q5_1, q8_0,
-// q4_k, q5_k, q6_k with int8 activations; their dequantisation for the GEMM).
+// quantisation of the block formats' integer kernels. Kernels: kernels/matmul_packed.cc (weights
+// PrepareWeight packed: q8_0, q4_k, q6_k on AVX-512, every token count), kernels/matmul_float.cc (GEMV
+// of f32, f16, bf16, f8_e4m3; the GEMM of every other weight) and kernels/matmul_quant.cc (GEMV of
+// q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k in their stored layout with int8 activations; their
+// dequantisation for the GEMM).
 #include "backends/cpu/cpu_ops_impl.h"
+#include "backends/cpu/packed.h"
 #include "core/status.h"
 
 namespace hymt::cpu {
@@ -29,6 +32,9 @@ bool IsQuantWeight(DType t) {
 
 // Below this many multiply-adds a matmul runs on the calling thread (waking the pool costs a few us).
 constexpr int64_t kSerialMacs = int64_t{1} << 16;
+// From this many token rows the activations of a packed matmul are quantised on every thread.
+constexpr int64_t kParallelQuantRows = 16;
+static_assert(kMatMulRowAlign % kPackRows == 0, "threads split packed weights at group boundaries");
 
 }  // namespace
 
@@ -59,6 +65,27 @@ void CpuOps::MatMul(const Tensor& x, const Weight& w, Tensor out) {
 
   ThreadPool& pool = DefaultThreadPool();
   const bool serial = x.rows * w.rows * w.cols < kSerialMacs;
+  if (IsPacked(w)) {  // decode and prefill: int8 activations against the packed weight (packed.h)
+    a.w = static_cast<const uint8_t*>(w.prepared);
+    const size_t xq_row = k_.quant_act_row_bytes(w.dtype, w.cols);
+    uint8_t* xq = static_cast<uint8_t*>(act_scratch_.Get(xq_row * static_cast<size_t>(x.rows)));
+    auto quantize = [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t)
+        k_.quantize_act_row(w.dtype, a.x + t * a.x_stride, a.k, xq + static_cast<size_t>(t) * xq_row);
+    };
+    if (serial || x.rows < kParallelQuantRows) {
+      quantize(0, x.rows, 0);
+    } else {
+      ParallelChunks(pool, x.rows, 1, quantize);
+    }
+    auto run = [&](int64_t begin, int64_t end, int) { k_.matmul_packed(a, xq, xq_row, begin, end); };
+    if (serial) {
+      run(0, w.rows, 0);
+    } else {
+      ParallelChunks(pool, w.rows, kMatMulRowAlign, run);
+    }
+    return;
+  }
   auto split_rows = [&](const std::function<void(int64_t, int64_t, int)>& fn) {
     if (serial) {
       fn(0, w.rows, 0);

@@ -20,6 +20,11 @@ void GemvQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t
 // out[0, n) = weights [k0, k0 + n) of one row of a block format, as f32 (k0 and n whole blocks).
 void DequantizeRange(DType t, const uint8_t* row, int64_t k0, int64_t n, float* out);
 
+#if defined(HYMT_ISA_IS_avx512)
+// matmul_packed.cc (AVX-512 VNNI only)
+void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end);
+#endif
+
 // convert.cc
 void ConvertToF32(DType t, const void* src, float* dst, int64_t n, float scale);
 void ConvertFromF32(DType t, const float* src, void* dst, int64_t n);

@@ -2,7 +2,7 @@
 // for the GEMM's packed panels (matmul_float.cc). The launcher is matmul.cc.
 //
 // x is quantised once per call, per token row, bit for bit as quant/'s QuantizeRow: BlockQ8_0 (32 inputs,
-// f16 scale, plus f32 side arrays, see Q8ActRow) for the simple formats, BlockQ8_K (256 inputs) for the
+// f16 scale, plus side arrays, see Q8ActRow) for the simple formats, BlockQ8_K (256 inputs) for the
 // K formats. A weight block is expanded to 32 unsigned bytes per 32 inputs in registers (nibbles, plus
 // the fifth / sixth bits) and multiplied with the int8 activations:
 //   simple formats: vpdpbusd (AVX-512 VNNI) / maddubs + madd (AVX2) to eight int32 lanes per block,
@@ -49,6 +49,7 @@ void QuantizeQ8_0Act(const float* x, int64_t k, void* dst) {
   auto* blocks = static_cast<BlockQ8_0*>(dst);
   float* ds = reinterpret_cast<float*>(static_cast<uint8_t*>(dst) + Q8ActFloatsOffset(k));
   float* ss = ds + nb;
+  auto* cs = reinterpret_cast<int32_t*>(ss + nb);
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * 32;
 #if defined(HYMT_ISA_IS_avx512)
@@ -81,10 +82,13 @@ void QuantizeQ8_0Act(const float* x, int64_t k, void* dst) {
 #endif
     ds[b] = d;
     ss[b] = d * static_cast<float>(sum);
+    cs[b] = -128 * sum;
   }
 }
 
 void QuantizeQ8K(const float* x, int64_t k, BlockQ8_K* out) {
+  auto* bsum32 = reinterpret_cast<int16_t*>(out + k / kQKK);
+  auto* off16 = reinterpret_cast<int32_t*>(bsum32 + 8 * (k / kQKK));
   for (int64_t b = 0; b < k / kQKK; ++b) {
     const float* xb = x + b * kQKK;
     VF m = Zero();
@@ -103,6 +107,8 @@ void QuantizeQ8K(const float* x, int64_t k, BlockQ8_K* out) {
       }
       o.bsums[j] = static_cast<int16_t>(sum);
     }
+    for (int j = 0; j < 8; ++j) bsum32[8 * b + j] = static_cast<int16_t>(o.bsums[2 * j] + o.bsums[2 * j + 1]);
+    for (int j = 0; j < 16; ++j) off16[16 * b + j] = -32 * o.bsums[j];
   }
 }
 
@@ -839,8 +845,9 @@ void RowDot(DType w, const uint8_t* w_row, const void* const* xq, int64_t k, flo
 
 size_t QuantActRowBytes(DType w, int64_t k) {
   static_assert(sizeof(BlockQ8_K) % alignof(float) == 0);
-  return IsKFormat(w) ? static_cast<size_t>(k / kQKK) * sizeof(BlockQ8_K)
-                      : Q8ActFloatsOffset(k) + static_cast<size_t>(k / 32) * 2 * sizeof(float);
+  return IsKFormat(w)
+             ? static_cast<size_t>(k / kQKK) * (sizeof(BlockQ8_K) + 8 * sizeof(int16_t) + 16 * sizeof(int32_t))
+             : Q8ActFloatsOffset(k) + static_cast<size_t>(k / 32) * (2 * sizeof(float) + sizeof(int32_t));
 }
 
 void QuantizeActRow(DType w, const float* x, int64_t k, void* dst) {

@@ -14,6 +14,9 @@ constexpr KernelTable kTable{
     .quant_act_row_bytes = &QuantActRowBytes,
     .quantize_act_row = &QuantizeActRow,
     .gemv_quant = &GemvQuant,
+#if defined(HYMT_ISA_IS_avx512)
+    .matmul_packed = &MatMulPacked,
+#endif
     .convert_to_f32 = &ConvertToF32,
     .convert_from_f32 = &ConvertFromF32,
     .rms_norm_row = &RmsNormRow,

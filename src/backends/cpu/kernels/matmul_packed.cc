@@ -1,0 +1,233 @@
+// The matmul of packed block weights (backends/cpu/packed.h: q8_0, q4_k, q6_k in groups of 16 rows)
+// with int8 activations (Q8ActRow / Q8KActRow), for decode and prefill alike. AVX-512 VNNI only; the
+// other ISAs keep the stored layout (matmul_quant.cc), whose generic build is the scalar oracle.
+//
+// One 512-bit register holds 4 consecutive inputs of 16 rows (a row per 32-bit lane); vpdpbusd with 4
+// activation bytes broadcast to every lane adds those 4 products into each row's int32 sum. Per block:
+//   q8_0: weights are stored plus 128 (unsigned); the int32 sum starts at c = -128 * sum(x) (from the
+//     activation row), so it ends exact; then one f32 multiply-add by d_w * d_x.
+//   q4_k: per 32-input sub-block an int32 sum (8 vpdpbusd; the high nibbles in place, as 16 x code, in a
+//     second sum divided by 16), converted to f32 and multiplied by d * scale (one vector per sub-block,
+//     shared by the tokens); the mins are sum_j m_j * (sum of the sub-block's x), by vpdpwssd over pairs
+//     of sub-blocks (int32, < 2^21), times dmin; then one multiply-add by d_x per 256 inputs.
+//   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes) that starts at
+//     -32 x (sum of the sub-block's x), so the codes' offset 32 is folded in; times d * scale in f32; one
+//     multiply-add by d_x per 256.
+// Integer sums are exact (|q4_k sub-block sum| <= 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127); the f32 work is a
+// few roundings per sub-block, within the bound the tests derive for the integer paths.
+// Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's
+// weights (16 rows, at most a few hundred KiB) are walked again per tile from cache.
+#include "backends/cpu/kernels/kernels.h"
+
+#if defined(HYMT_ISA_IS_avx512)
+#include <utility>
+
+#include "backends/cpu/packed.h"
+
+namespace hymt::cpu::HYMT_ISA {
+namespace {
+
+constexpr int kTokenTile = 8;
+static_assert(kPackRows == 16, "one 32-bit lane of a 512-bit register per row");
+
+inline __m512i Bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+inline __m512 LoadF16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512i Load512(const uint8_t* p) {
+  return _mm512_loadu_si512(p);
+}
+inline __m512i Load256AsU16(const uint8_t* p) {
+  return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512i Load256AsI16(const uint8_t* p) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// acc[t] (16 rows) += sum over the group's blocks for tokens t < kT. `g` is the packed group.
+template <int kT>
+void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
+  constexpr size_t kBlock = 16 * 34;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    const __m512 dw = LoadF16x16(blk);
+    __m512i isum[kT];
+    for (int t = 0; t < kT; ++t) isum[t] = _mm512_set1_epi32(x[t].c[b]);
+    for (int s = 0; s < 8; ++s) {
+      const __m512i w = Load512(blk + 32 + 64 * s);
+      for (int t = 0; t < kT; ++t)
+        isum[t] = _mm512_dpbusd_epi32(isum[t], w, Bcast32(x[t].blocks[b].qs + 4 * s));
+    }
+    for (int t = 0; t < kT; ++t)
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b])), acc[t]);
+  }
+}
+
+// vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (kByte[j]), and
+// that widen bytes 2 e and 2 e + 1 of every 32-bit lane to an int16 pair (kPair[e]).
+struct ScaleShuffles {
+  alignas(64) uint8_t byte[4][64];
+  alignas(64) uint8_t pair[2][64];
+  constexpr ScaleShuffles() : byte{}, pair{} {
+    for (int i = 0; i < 64; ++i) {
+      const int lane = i / 4 % 4, k = i % 4;
+      for (int j = 0; j < 4; ++j) byte[j][i] = k == 0 ? static_cast<uint8_t>(4 * lane + j) : 0x80;
+      for (int e = 0; e < 2; ++e)
+        pair[e][i] = k % 2 == 0 ? static_cast<uint8_t>(4 * lane + 2 * e + k / 2) : 0x80;
+    }
+  }
+};
+constexpr ScaleShuffles kScaleShuffles;
+
+template <int kT>
+void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
+  constexpr size_t kBlock = 64 + 192 + 2048;
+  const __m512i nibble = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f),
+                bits45 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    const uint8_t* q = blk + 64 + 192;
+    // The 6-bit scales and mins of the 16 rows, from the stored 12 bytes (words w0 w1 w2) per row
+    // (blocks.h, GetKScaleMin): bytes j of sc03 / sc47 / m03 / m47 are scale j / 4 + j, min j / 4 + j.
+    const __m512i w0 = Load512(blk + 64), w1 = Load512(blk + 128), w2 = Load512(blk + 192);
+    const __m512i sc03 = _mm512_and_si512(w0, low6), m03 = _mm512_and_si512(w1, low6);
+    const __m512i sc47 =
+        _mm512_ternarylogic_epi32(w2, nibble, _mm512_and_si512(_mm512_srli_epi32(w0, 2), bits45), 0xea);
+    const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(w2, 4), nibble,
+                                                  _mm512_and_si512(_mm512_srli_epi32(w1, 2), bits45), 0xea);
+    const __m512 d = LoadF16x16(blk);
+    __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
+    for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      const __m512i sc = _mm512_shuffle_epi8(j < 4 ? sc03 : sc47, Load512(kScaleShuffles.byte[j % 4]));
+      const __m512 fs = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+      // The high nibbles are used in place (16 x code; 240 * 127 * 16 fits int32) in their own sum,
+      // divided by 16 (exactly) once per sub-block: one shift per sub-block instead of one per register.
+      __m512i isum[kT], isum16[kT];
+      for (int t = 0; t < kT; ++t) isum[t] = isum16[t] = _mm512_setzero_si512();
+      for (int s = 0; s < 4; ++s) {
+        const __m512i w = Load512(q + 64 * (4 * j + s));
+        const __m512i lo = _mm512_and_si512(w, nibble), hi16 = _mm512_andnot_si512(nibble, w);
+        for (int t = 0; t < kT; ++t) {
+          const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+          isum[t] = _mm512_dpbusd_epi32(isum[t], lo, Bcast32(xs));
+          isum16[t] = _mm512_dpbusd_epi32(isum16[t], hi16, Bcast32(xs + 4));
+        }
+      }
+      for (int t = 0; t < kT; ++t) {
+        const __m512i sum = _mm512_add_epi32(isum[t], _mm512_srai_epi32(isum16[t], 4));
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), fs, f[t]);
+      }
+    }
+    __m512i m_pair[4];
+    for (int p = 0; p < 4; ++p)
+      m_pair[p] = _mm512_shuffle_epi8(p < 2 ? m03 : m47, Load512(kScaleShuffles.pair[p % 2]));
+    const __m512 dmin = LoadF16x16(blk + 32);
+    for (int t = 0; t < kT; ++t) {
+      __m512i mins = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p)
+        mins = _mm512_dpwssd_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+      f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
+      acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
+    }
+  }
+}
+
+template <int kT>
+void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
+  constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
+  const __m512i nibble = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    const uint8_t* sc = blk + 32;
+    const uint8_t* ql = sc + 256;
+    const uint8_t* qh = ql + 2048;
+    const __m512 d = LoadF16x16(blk);
+    __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
+    for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
+    for (int p = 0; p < 8; ++p) {
+      const __m512i sc_pair = Load256AsI16(sc + 32 * p);
+      const __m512 fs[2] = {
+          _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16))),
+          _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(sc_pair, 16)))};
+      for (int e = 0; e < 2; ++e) {
+        const int j = 2 * p + e;  // inputs 16 j .. 16 j + 15
+        const __m512i l0 = Load512(ql + 64 * (2 * j)), l1 = Load512(ql + 64 * (2 * j + 1));
+        const __m512i h = Load512(qh + 64 * j);
+        const __m512i u[4] = {
+            _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble,
+                                      _mm512_and_si512(_mm512_slli_epi16(h, 2), high2), 0xea),
+            _mm512_ternarylogic_epi32(l1, nibble, _mm512_and_si512(h, high2), 0xea),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble,
+                                      _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea),
+        };
+        for (int t = 0; t < kT; ++t) {
+          // Starting at -32 x (sum of the sub-block's x) folds the codes' offset 32 into the sum.
+          const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+          __m512i isum = _mm512_set1_epi32(x[t].off16[16 * b + j]);
+          for (int c = 0; c < 4; ++c) isum = _mm512_dpbusd_epi32(isum, u[c], Bcast32(xs + 4 * c));
+          f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs[e], f[t]);
+        }
+      }
+    }
+    for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
+  }
+}
+
+// One group of 16 rows against tokens [t0, t0 + kT): out rows of those tokens, columns [n0, n0 + valid).
+template <int kT>
+void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t xq_row_bytes, int64_t t0,
+               int64_t n0, __mmask16 valid) {
+  __m512 acc[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
+  if (a.w_dtype == DType::kQ8_0) {
+    Q8ActRow x[kT];
+    for (int t = 0; t < kT; ++t) x[t] = ViewQ8ActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    Q8_0Group<kT>(g, x, a.k / 32, acc);
+  } else {
+    Q8KActRow x[kT];
+    for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    if (a.w_dtype == DType::kQ4_K) {
+      Q4KGroup<kT>(g, x, a.k / 256, acc);
+    } else {
+      Q6KGroup<kT>(g, x, a.k / 256, acc);
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  for (int t = 0; t < kT; ++t)
+    _mm512_mask_storeu_ps(a.out + (t0 + t) * a.out_stride + n0, valid, _mm512_mul_ps(acc[t], scale));
+}
+
+using GroupTileFn = void (*)(const MatMulArgs&, const uint8_t*, const uint8_t*, size_t, int64_t, int64_t,
+                             __mmask16);
+// GroupTile for 1..kTokenTile tokens. A plain array, not std::array (see simd.h).
+template <int... kTs>
+GroupTileFn PickGroupTile(int tile, std::integer_sequence<int, kTs...>) {
+  static constexpr GroupTileFn kTiles[] = {&GroupTile<kTs + 1>...};
+  return kTiles[tile - 1];
+}
+
+}  // namespace
+
+void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
+  const size_t group_bytes = PackedGroupBytes(a.w_dtype, a.k);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPackRows) {
+    const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
+    const __mmask16 valid = static_cast<__mmask16>((1u << Min<int64_t>(kPackRows, n_end - n0)) - 1);
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
+      const int tile = static_cast<int>(Min<int64_t>(kTokenTile, a.n_tokens - t0));
+      PickGroupTile(tile, std::make_integer_sequence<int, kTokenTile>{})(a, g, x, xq_row_bytes, t0, n0,
+                                                                         valid);
+    }
+  }
+}
+
+}  // namespace hymt::cpu::HYMT_ISA
+#endif

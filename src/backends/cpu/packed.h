@@ -1,0 +1,47 @@
+// Row-interleaved ("packed") layouts of the block formats q8_0, q4_k and q6_k, written once by
+// CpuOps::PrepareWeight and read by the AVX-512 VNNI matmul (kernels/matmul_packed.cc).
+//
+// Why: in the stored (ggml) layout a row's blocks are decoded one at a time, and a 32-input block of one
+// row fills a quarter of a 512-bit register; the per-block work (scale conversion, horizontal sums) then
+// costs more than the bytes take to arrive from memory. Packed, 16 rows (kPackRows) share each
+// instruction: one 64-byte register holds 4 consecutive inputs of each of 16 rows (one 32-bit lane per
+// row), so one vpdpbusd with 4 broadcast activation bytes advances all 16 rows' dot products, and the
+// per-block scales arrive as one vector per 16 rows.
+//
+// A packed weight is its row groups one after another (group g at g * PackedGroupBytes(t, k)); the last
+// group is padded with zero rows. Within a group, the packed blocks of the format follow in input order:
+//   q8_0, 32 inputs, 544 bytes (= 16 x 34):
+//     d[16] f16 | q[8][16][4] u8: q[s][r][i] = code of row r, input 4 s + i, plus 128 (unsigned, for
+//     vpdpbusd; the kernel subtracts 128 * sum(x) per block).
+//   q4_k, 256 inputs, 2304 bytes (= 16 x 144):
+//     d[16] f16 | dmin[16] f16 | scales[3][16][4] u8 | q[32][16][4] u8:
+//     scales[w][r] = bytes 4 w .. 4 w + 3 of row r's 12 packed 6-bit scales and mins (as stored);
+//     q[c][r][i] = code(r, 8 c + i) | code(r, 8 c + 4 + i) << 4.
+//   q6_k, 256 inputs, 3360 bytes (= 16 x 210):
+//     d[16] f16 | sc[8][16][2] i8 | ql[32][16][4] u8 | qh[16][16][4] u8:
+//     sc[p][r][e] = scale of sub-block (16 inputs) 2 p + e of row r;
+//     ql[c][r][i] = low4(code(r, 8 c + i)) | low4(code(r, 8 c + 4 + i)) << 4;
+//     qh[h][r][i] = sum over j < 4 of high2(code(r, 16 h + 4 j + i)) << 2 j.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hymt::cpu {
+
+constexpr int64_t kPackRows = 16;
+
+// Whether t has a packed layout.
+bool HasPackedLayout(DType t);
+// Bytes of one packed group of kPackRows rows of k inputs (k a whole number of t's blocks).
+size_t PackedGroupBytes(DType t, int64_t k);
+// Bytes of a packed [rows, k] weight (rows rounded up to whole groups).
+size_t PackedBytes(DType t, int64_t rows, int64_t k);
+// Writes groups [g_begin, g_end) of the weight `src` ([rows, k] in t's stored layout, rows row_bytes
+// apart) into `dst` (the whole packed weight).
+void PackGroups(DType t, const uint8_t* src, size_t row_bytes, int64_t rows, int64_t k, int64_t g_begin,
+                int64_t g_end, uint8_t* dst);
+
+}  // namespace hymt::cpu
