@@ -1125,7 +1125,9 @@ TEST_F(CudaOpsTest, TopKSamplingMatchesTheHostPath) {
     EXPECT_EQ(device_ids[4], kNonFiniteLogits);
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t id = device_ids[static_cast<size_t>(r)];
-      if (r != 4) EXPECT_TRUE(id >= 0 && id < n_valid) << r;
+      if (r != 4) {
+        EXPECT_TRUE(id >= 0 && id < n_valid) << r;
+      }
     }
   }
 }
