@@ -408,10 +408,21 @@ TEST(CudaHostTest, PreparedWeightBytes) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
     EXPECT_EQ(CudaPreparedWeightBytes(t, 7, 512), DTypeBytes(t, 512) * 7) << DTypeName(t);
   EXPECT_EQ(CudaPreparedWeightBytes(DType::kQ4_0, 7, 512), size_t{7} * 512 * 2);
+  // Scratch: the fixed areas, plus the sampling area (the repetition-penalty history, 4 bytes a token,
+  // and the per-row top-k tables, under 1 MiB at the default batch).
   CudaOpsOptions o;
-  EXPECT_EQ(CudaOpsScratchBytes(o), o.cublas_workspace_bytes + o.dequant_scratch_bytes +
-                                        o.attention_scratch_bytes + 2 * o.staging_bytes +
-                                        o.activation_scratch_bytes);
+  const size_t fixed = o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes +
+                       2 * o.staging_bytes + o.activation_scratch_bytes;
+  ASSERT_GT(CudaOpsScratchBytes(o), fixed);
+  const size_t sampling = CudaOpsScratchBytes(o) - fixed;
+  EXPECT_GE(sampling, sizeof(int32_t) * o.sampling_history_tokens);
+  EXPECT_LT(sampling, sizeof(int32_t) * o.sampling_history_tokens + (size_t{1} << 20));
+  CudaOpsOptions longer = o;
+  longer.sampling_history_tokens *= 2;
+  EXPECT_GE(CudaOpsScratchBytes(longer) - CudaOpsScratchBytes(o), sizeof(int32_t) * o.sampling_history_tokens);
+  CudaOpsOptions f32_activations = o;
+  f32_activations.int8_activations = false;
+  EXPECT_EQ(CudaOpsScratchBytes(o) - CudaOpsScratchBytes(f32_activations), o.activation_scratch_bytes);
 }
 
 // The test's dequantisers against quant/'s, for each format quant/ already supports.
