@@ -452,15 +452,29 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   return a;
 }
 
-// Weight rows per thread for one token row (1, 2 or 4; HYMT_GEMV_RPT1, default 1): rows of a thread share
-// each activation load, which cuts the L1 traffic per weight byte at the cost of registers.
-int GemvRpt1() {
-  static const int rpt = [] {
+// Weight rows per thread for one token row (1, 2 or 4): rows of a thread share each activation load, which
+// cuts the L1 traffic per weight byte at the cost of registers. Chosen by batch-1 decode at the 7B shape on
+// an H200 (hymt bench, docs/BENCHMARKS.md): 16-bit and f32 weights 4 (bf16 1 -> 2 -> 4: 194, 202, 206
+// tok/s), q8_0 and q4_k 2 (q8_0 262 -> 276, q4_k 244 -> 275); f8 and q6_k, not measured, keep 1.
+// HYMT_GEMV_RPT1=1|2|4 overrides it for every type (q6_k takes at most 2).
+int GemvRpt1(DType t) {
+  static const int env = [] {
     const char* s = std::getenv("HYMT_GEMV_RPT1");
-    const int v = s != nullptr ? std::atoi(s) : 1;
-    return v == 2 || v == 4 ? v : 1;
+    const int v = s != nullptr ? std::atoi(s) : 0;
+    return v == 1 || v == 2 || v == 4 ? v : 0;
   }();
-  return rpt;
+  if (env != 0) return env;
+  switch (t) {
+    case DType::kBF16:
+    case DType::kF16:
+    case DType::kF32:
+      return 4;
+    case DType::kQ8_0:
+    case DType::kQ4_K:
+      return 2;
+    default:
+      return 1;
+  }
 }
 
 template <DType T, int R, bool kPair, int RPT>
@@ -487,12 +501,12 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
          static_cast<const int8_t*>(xq), static_cast<const float2*>(xds));
 }
 
-// The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1().
+// The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1(T).
 template <DType T, int R>
 void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream) {
-  if (R == 1 && GemvRpt1() == 2)
+  if (R == 1 && GemvRpt1(T) == 2)
     LaunchT<T, R, false, 2>(parts, x, out_f32, epi, nullptr, stream);
-  else if (R == 1 && GemvRpt1() == 4 && T != DType::kQ6_K)
+  else if (R == 1 && GemvRpt1(T) == 4)
     LaunchT<T, R, false, (T == DType::kQ6_K ? 2 : 4)>(parts, x, out_f32, epi, nullptr, stream);
   else
     LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream);
@@ -500,9 +514,9 @@ void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvE
 template <DType T, int R>
 void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
                     cudaStream_t stream) {
-  if (R == 1 && GemvRpt1() == 2)
+  if (R == 1 && GemvRpt1(T) == 2)
     LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream);
-  else if (R == 1 && GemvRpt1() == 4)
+  else if (R == 1 && GemvRpt1(T) == 4)
     LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream);
   else
     LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream);
