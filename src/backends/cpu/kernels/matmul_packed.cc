@@ -13,10 +13,10 @@
 //   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes) that starts at
 //     -32 x (sum of the sub-block's x), so the codes' offset 32 is folded in; times d * scale in f32; one
 //     multiply-add by d_x per 256.
-// Integer sums are exact (|q4_k sub-block sum| <= 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127); the f32 work is a
-// few roundings per sub-block, within the bound the tests derive for the integer paths.
-// Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's
-// weights (16 rows, at most a few hundred KiB) are walked again per tile from cache.
+// Integer sums are exact (|q4_k sub-block sum| <= 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127); the f32
+// work is a few roundings per sub-block, within the bound the tests derive for the integer paths. Several
+// tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's weights (16
+// rows, at most a few hundred KiB) are walked again per tile from cache.
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
@@ -34,6 +34,12 @@ inline __m512i Bcast32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
+}
+// acc + the products of w (unsigned) with the 4 signed bytes at p broadcast to every lane. Written as
+// vpdpbusd with an embedded broadcast operand: the compiler otherwise issues a separate vpbroadcastd.
+inline __m512i DpbusdBcast(__m512i acc, __m512i w, const void* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const int32_t*>(p)));
+  return acc;
 }
 inline __m512 LoadF16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -59,8 +65,7 @@ void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
     for (int t = 0; t < kT; ++t) isum[t] = _mm512_set1_epi32(x[t].c[b]);
     for (int s = 0; s < 8; ++s) {
       const __m512i w = Load512(blk + 32 + 64 * s);
-      for (int t = 0; t < kT; ++t)
-        isum[t] = _mm512_dpbusd_epi32(isum[t], w, Bcast32(x[t].blocks[b].qs + 4 * s));
+      for (int t = 0; t < kT; ++t) isum[t] = DpbusdBcast(isum[t], w, x[t].blocks[b].qs + 4 * s);
     }
     for (int t = 0; t < kT; ++t)
       acc[t] =
@@ -115,8 +120,8 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
         const __m512i lo = _mm512_and_si512(w, nibble), hi16 = _mm512_andnot_si512(nibble, w);
         for (int t = 0; t < kT; ++t) {
           const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
-          isum[t] = _mm512_dpbusd_epi32(isum[t], lo, Bcast32(xs));
-          isum16[t] = _mm512_dpbusd_epi32(isum16[t], hi16, Bcast32(xs + 4));
+          isum[t] = DpbusdBcast(isum[t], lo, xs);
+          isum16[t] = DpbusdBcast(isum16[t], hi16, xs + 4);
         }
       }
       for (int t = 0; t < kT; ++t) {
@@ -171,7 +176,7 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
           // Starting at -32 x (sum of the sub-block's x) folds the codes' offset 32 into the sum.
           const int8_t* xs = x[t].blocks[b].qs + 16 * j;
           __m512i isum = _mm512_set1_epi32(x[t].off16[16 * b + j]);
-          for (int c = 0; c < 4; ++c) isum = _mm512_dpbusd_epi32(isum, u[c], Bcast32(xs + 4 * c));
+          for (int c = 0; c < 4; ++c) isum = DpbusdBcast(isum, u[c], xs + 4 * c);
           f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs[e], f[t]);
         }
       }
