@@ -6,17 +6,17 @@
 // activation bytes broadcast to every lane adds those 4 products into each row's int32 sum. Per block:
 //   q8_0: weights are stored plus 128 (unsigned); the int32 sum starts at c = -128 * sum(x) (from the
 //     activation row), so it ends exact; then one f32 multiply-add by d_w * d_x.
-//   q4_k: per 32-input sub-block an int32 sum (8 vpdpbusd; the high nibbles in place, as 16 x code, in a
-//     second sum divided by 16), converted to f32 and multiplied by d * scale (one vector per sub-block,
-//     shared by the tokens); the mins are sum_j m_j * (sum of the sub-block's x), by vpdpwssd over pairs
-//     of sub-blocks (int32, < 2^21), times dmin; then one multiply-add by d_x per 256 inputs.
+//   q4_k: per 32-input sub-block an int32 sum (8 vpdpbusd over both nibbles as 16 x code: the high ones
+//     in place, the low ones shifted up), converted to f32 and multiplied by d / 16 * scale (one vector
+//     per sub-block, shared by the tokens); the mins are sum_j m_j * (sum of the sub-block's x), by vpdpwssd
+//     over pairs of sub-blocks (int32, < 2^21), times dmin; then one multiply-add by d_x per 256 inputs.
 //   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes) that starts at
 //     -32 x (sum of the sub-block's x), so the codes' offset 32 is folded in; times d * scale in f32; one
 //     multiply-add by d_x per 256.
-// Integer sums are exact (|q4_k sub-block sum| <= 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127); the f32
-// work is a few roundings per sub-block, within the bound the tests derive for the integer paths. Several
-// tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's weights (16
-// rows, at most a few hundred KiB) are walked again per tile from cache.
+// Integer sums are exact (|q4_k sub-block sum| <= 16 * 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127);
+// the f32 work is a few roundings per sub-block, within the bound the tests derive for the integer paths.
+// Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's weights
+// (16 rows, at most a few hundred KiB) are walked again per tile from cache.
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
@@ -105,29 +105,28 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
         _mm512_ternarylogic_epi32(w2, nibble, _mm512_and_si512(_mm512_srli_epi32(w0, 2), bits45), 0xea);
     const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(w2, 4), nibble,
                                                   _mm512_and_si512(_mm512_srli_epi32(w1, 2), bits45), 0xea);
-    const __m512 d = LoadF16x16(blk);
+    // Both nibbles are used as 16 x code (the low ones shifted up, the high ones in place; |sum| <= 16 * 15
+    // * 127 * 32 fits int32 and converts exactly), so one sum per sub-block takes all 8 vpdpbusd; the
+    // scale carries the 1/16 (exact).
+    const __m512 d16 = _mm512_mul_ps(LoadF16x16(blk), _mm512_set1_ps(1.0f / 16));
     __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int j = 0; j < 8; ++j) {
       const __m512i sc = _mm512_shuffle_epi8(j < 4 ? sc03 : sc47, Load512(kScaleShuffles.byte[j % 4]));
-      const __m512 fs = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
-      // The high nibbles are used in place (16 x code; 240 * 127 * 16 fits int32) in their own sum,
-      // divided by 16 (exactly) once per sub-block: one shift per sub-block instead of one per register.
-      __m512i isum[kT], isum16[kT];
-      for (int t = 0; t < kT; ++t) isum[t] = isum16[t] = _mm512_setzero_si512();
+      const __m512 fs = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(sc));
+      __m512i isum[kT];
+      for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
       for (int s = 0; s < 4; ++s) {
         const __m512i w = Load512(q + 64 * (4 * j + s));
-        const __m512i lo = _mm512_and_si512(w, nibble), hi16 = _mm512_andnot_si512(nibble, w);
+        const __m512i lo16 = _mm512_andnot_si512(nibble, _mm512_slli_epi16(w, 4)),
+                      hi16 = _mm512_andnot_si512(nibble, w);
         for (int t = 0; t < kT; ++t) {
           const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
-          isum[t] = DpbusdBcast(isum[t], lo, xs);
-          isum16[t] = DpbusdBcast(isum16[t], hi16, xs + 4);
+          isum[t] = DpbusdBcast(isum[t], lo16, xs);
+          isum[t] = DpbusdBcast(isum[t], hi16, xs + 4);
         }
       }
-      for (int t = 0; t < kT; ++t) {
-        const __m512i sum = _mm512_add_epi32(isum[t], _mm512_srai_epi32(isum16[t], 4));
-        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), fs, f[t]);
-      }
+      for (int t = 0; t < kT; ++t) f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), fs, f[t]);
     }
     __m512i m_pair[4];
     for (int p = 0; p < 4; ++p)
