@@ -148,21 +148,19 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   const __m512i nibble = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
-    const uint8_t* sc = blk + 32;
-    const uint8_t* ql = sc + 256;
-    const uint8_t* qh = ql + 2048;
+    const uint8_t* pairs = blk + 32;  // per pair of sub-blocks (416 bytes): scales, then 2 x (ql, qh)
     const __m512 d = LoadF16x16(blk);
     __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int p = 0; p < 8; ++p) {
-      const __m512i sc_pair = Load256AsI16(sc + 32 * p);
+      const __m512i sc_pair = Load256AsI16(pairs + 416 * p);
       const __m512 fs[2] = {
           _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16))),
           _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(sc_pair, 16)))};
       for (int e = 0; e < 2; ++e) {
         const int j = 2 * p + e;  // inputs 16 j .. 16 j + 15
-        const __m512i l0 = Load512(ql + 64 * (2 * j)), l1 = Load512(ql + 64 * (2 * j + 1));
-        const __m512i h = Load512(qh + 64 * j);
+        const uint8_t* q = pairs + 416 * p + 32 + 192 * e;
+        const __m512i l0 = Load512(q), l1 = Load512(q + 64), h = Load512(q + 128);
         const __m512i u[4] = {
             _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea),
             _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble,
