@@ -17,6 +17,12 @@
 // the f32 work is a few roundings per sub-block, within the bound the tests derive for the integer paths.
 // Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's weights
 // (16 rows, at most a few hundred KiB) are walked again per tile from cache.
+// What bounds the prefill: on Zen 4, f32 multiplies and FMAs (like vpmulld, vpmaddwd and vpdpwssd) issue
+// on the same two pipes as vpdpbusd, one 512-bit instruction a cycle between them, while integer logic,
+// shifts, shuffles, conversions and loads issue beside them. Per token the f32 work is 2 slots per 8
+// vpdpbusd for q8_0 (multiply the scales, multiply-add), ~15 per 64 for q4_k and ~19 per 64 for q6_k
+// (one multiply-add per sub-block, the mins, the final scale), so the kernel can reach at most 80%,
+// ~81% and ~77% of the vpdpbusd peak there; the rest of the instruction stream must stay off those pipes.
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
