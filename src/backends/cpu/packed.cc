@@ -94,27 +94,29 @@ void PackQ4K(const BlockQ4_K* const* rows, uint8_t* dst) {
 }
 
 void PackQ6K(const BlockQ6_K* const* rows, uint8_t* dst) {
-  uint8_t* sc = dst + 32;
-  uint8_t* ql = sc + 256;
-  uint8_t* qh = ql + 2048;
+  // Per pair p of sub-blocks, at dst + 32 + 416 p: the 32 scale bytes, then each sub-block h = 2 p + e's
+  // ql (128 bytes) and qh (64 bytes).
+  auto sc = [&](int p) { return dst + 32 + 416 * p; };
+  auto q = [&](int h) { return dst + 32 + 416 * (h / 2) + 32 + 192 * (h % 2); };
   uint8_t code[kQKK];
   for (int r = 0; r < kPackRows; ++r) {
     const BlockQ6_K* b = rows[r];
     StoreF16(dst, r, b ? b->d : 0);
-    for (int j = 0; j < 16; ++j)
-      sc[32 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(b ? b->scales[j] : 0);
+    for (int j = 0; j < 16; ++j) sc(j / 2)[2 * r + j % 2] = static_cast<uint8_t>(b ? b->scales[j] : 0);
     if (b) {
       Q6KCodes(*b, code);
     } else {
       std::memset(code, 32, sizeof code);  // padding rows: code 32 is the value 0 (their scale is 0 anyway)
     }
     constexpr uint32_t kLow4 = 0x0f0f0f0f, kHigh2 = 0x03030303;
-    for (int c = 0; c < 32; ++c)
-      Store32(ql + 64 * c + 4 * r, (Load32(code + 8 * c) & kLow4) | (Load32(code + 8 * c + 4) & kLow4) << 4);
     for (int h = 0; h < 16; ++h) {
+      for (int c = 0; c < 2; ++c) {
+        const uint8_t* cc = code + 16 * h + 8 * c;
+        Store32(q(h) + 64 * c + 4 * r, (Load32(cc) & kLow4) | (Load32(cc + 4) & kLow4) << 4);
+      }
       uint32_t bits = 0;
       for (int j = 0; j < 4; ++j) bits |= ((Load32(code + 16 * h + 4 * j) >> 4) & kHigh2) << (2 * j);
-      Store32(qh + 64 * h + 4 * r, bits);
+      Store32(q(h) + 128 + 4 * r, bits);
     }
   }
 }

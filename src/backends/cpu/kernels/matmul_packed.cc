@@ -6,17 +6,23 @@
 // activation bytes broadcast to every lane adds those 4 products into each row's int32 sum. Per block:
 //   q8_0: weights are stored plus 128 (unsigned); the int32 sum starts at c = -128 * sum(x) (from the
 //     activation row), so it ends exact; then one f32 multiply-add by d_w * d_x.
-//   q4_k: per 32-input sub-block an int32 sum (8 vpdpbusd; the high nibbles in place, as 16 x code, in a
-//     second sum divided by 16), converted to f32 and multiplied by d * scale (one vector per sub-block,
-//     shared by the tokens); the mins are sum_j m_j * (sum of the sub-block's x), by vpdpwssd over pairs
-//     of sub-blocks (int32, < 2^21), times dmin; then one multiply-add by d_x per 256 inputs.
+//   q4_k: per 32-input sub-block an int32 sum (8 vpdpbusd over both nibbles as 16 x code: the high ones
+//     in place, the low ones shifted up), converted to f32 and multiplied by d / 16 * scale (one vector
+//     per sub-block, shared by the tokens); the mins are sum_j m_j * (sum of the sub-block's x), by vpdpwssd
+//     over pairs of sub-blocks (int32, < 2^21), times dmin; then one multiply-add by d_x per 256 inputs.
 //   q6_k: per 16-input sub-block an int32 sum (4 vpdpbusd over the 6-bit codes) that starts at
 //     -32 x (sum of the sub-block's x), so the codes' offset 32 is folded in; times d * scale in f32; one
 //     multiply-add by d_x per 256.
-// Integer sums are exact (|q4_k sub-block sum| <= 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127); the f32 work is a
-// few roundings per sub-block, within the bound the tests derive for the integer paths.
-// Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's
-// weights (16 rows, at most a few hundred KiB) are walked again per tile from cache.
+// Integer sums are exact (|q4_k sub-block sum| <= 16 * 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127);
+// the f32 work is a few roundings per sub-block, within the bound the tests derive for the integer paths.
+// Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's weights
+// (16 rows, at most a few hundred KiB) are walked again per tile from cache.
+// What bounds the prefill: on Zen 4, f32 multiplies and FMAs (like vpmulld, vpmaddwd and vpdpwssd) issue
+// on the same two pipes as vpdpbusd, one 512-bit instruction a cycle between them, while integer logic,
+// shifts, shuffles, conversions and loads issue beside them. Per token the f32 work is 2 slots per 8
+// vpdpbusd for q8_0 (multiply the scales, multiply-add), ~15 per 64 for q4_k and ~19 per 64 for q6_k
+// (one multiply-add per sub-block, the mins, the final scale), so the kernel can reach at most 80%,
+// ~81% and ~77% of the vpdpbusd peak there; the rest of the instruction stream must stay off those pipes.
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
@@ -34,6 +40,12 @@ inline __m512i Bcast32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
+}
+// acc + the products of w (unsigned) with the 4 signed bytes at p broadcast to every lane. Written as
+// vpdpbusd with an embedded broadcast operand: the compiler otherwise issues a separate vpbroadcastd.
+inline __m512i DpbusdBcast(__m512i acc, __m512i w, const void* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const int32_t*>(p)));
+  return acc;
 }
 inline __m512 LoadF16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -59,8 +71,7 @@ void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
     for (int t = 0; t < kT; ++t) isum[t] = _mm512_set1_epi32(x[t].c[b]);
     for (int s = 0; s < 8; ++s) {
       const __m512i w = Load512(blk + 32 + 64 * s);
-      for (int t = 0; t < kT; ++t)
-        isum[t] = _mm512_dpbusd_epi32(isum[t], w, Bcast32(x[t].blocks[b].qs + 4 * s));
+      for (int t = 0; t < kT; ++t) isum[t] = DpbusdBcast(isum[t], w, x[t].blocks[b].qs + 4 * s);
     }
     for (int t = 0; t < kT; ++t)
       acc[t] =
@@ -100,29 +111,28 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
         _mm512_ternarylogic_epi32(w2, nibble, _mm512_and_si512(_mm512_srli_epi32(w0, 2), bits45), 0xea);
     const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(w2, 4), nibble,
                                                   _mm512_and_si512(_mm512_srli_epi32(w1, 2), bits45), 0xea);
-    const __m512 d = LoadF16x16(blk);
+    // Both nibbles are used as 16 x code (the low ones shifted up, the high ones in place; |sum| <= 16 * 15
+    // * 127 * 32 fits int32 and converts exactly), so one sum per sub-block takes all 8 vpdpbusd; the
+    // scale carries the 1/16 (exact).
+    const __m512 d16 = _mm512_mul_ps(LoadF16x16(blk), _mm512_set1_ps(1.0f / 16));
     __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int j = 0; j < 8; ++j) {
       const __m512i sc = _mm512_shuffle_epi8(j < 4 ? sc03 : sc47, Load512(kScaleShuffles.byte[j % 4]));
-      const __m512 fs = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
-      // The high nibbles are used in place (16 x code; 240 * 127 * 16 fits int32) in their own sum,
-      // divided by 16 (exactly) once per sub-block: one shift per sub-block instead of one per register.
-      __m512i isum[kT], isum16[kT];
-      for (int t = 0; t < kT; ++t) isum[t] = isum16[t] = _mm512_setzero_si512();
+      const __m512 fs = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(sc));
+      __m512i isum[kT];
+      for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
       for (int s = 0; s < 4; ++s) {
         const __m512i w = Load512(q + 64 * (4 * j + s));
-        const __m512i lo = _mm512_and_si512(w, nibble), hi16 = _mm512_andnot_si512(nibble, w);
+        const __m512i lo16 = _mm512_andnot_si512(nibble, _mm512_slli_epi16(w, 4)),
+                      hi16 = _mm512_andnot_si512(nibble, w);
         for (int t = 0; t < kT; ++t) {
           const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
-          isum[t] = _mm512_dpbusd_epi32(isum[t], lo, Bcast32(xs));
-          isum16[t] = _mm512_dpbusd_epi32(isum16[t], hi16, Bcast32(xs + 4));
+          isum[t] = DpbusdBcast(isum[t], lo16, xs);
+          isum[t] = DpbusdBcast(isum[t], hi16, xs + 4);
         }
       }
-      for (int t = 0; t < kT; ++t) {
-        const __m512i sum = _mm512_add_epi32(isum[t], _mm512_srai_epi32(isum16[t], 4));
-        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), fs, f[t]);
-      }
+      for (int t = 0; t < kT; ++t) f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), fs, f[t]);
     }
     __m512i m_pair[4];
     for (int p = 0; p < 4; ++p)
@@ -144,21 +154,19 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   const __m512i nibble = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
-    const uint8_t* sc = blk + 32;
-    const uint8_t* ql = sc + 256;
-    const uint8_t* qh = ql + 2048;
+    const uint8_t* pairs = blk + 32;  // per pair of sub-blocks (416 bytes): scales, then 2 x (ql, qh)
     const __m512 d = LoadF16x16(blk);
     __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int p = 0; p < 8; ++p) {
-      const __m512i sc_pair = Load256AsI16(sc + 32 * p);
+      const __m512i sc_pair = Load256AsI16(pairs + 416 * p);
       const __m512 fs[2] = {
           _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16))),
           _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(sc_pair, 16)))};
       for (int e = 0; e < 2; ++e) {
         const int j = 2 * p + e;  // inputs 16 j .. 16 j + 15
-        const __m512i l0 = Load512(ql + 64 * (2 * j)), l1 = Load512(ql + 64 * (2 * j + 1));
-        const __m512i h = Load512(qh + 64 * j);
+        const uint8_t* q = pairs + 416 * p + 32 + 192 * e;
+        const __m512i l0 = Load512(q), l1 = Load512(q + 64), h = Load512(q + 128);
         const __m512i u[4] = {
             _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea),
             _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble,
@@ -171,7 +179,7 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
           // Starting at -32 x (sum of the sub-block's x) folds the codes' offset 32 into the sum.
           const int8_t* xs = x[t].blocks[b].qs + 16 * j;
           __m512i isum = _mm512_set1_epi32(x[t].off16[16 * b + j]);
-          for (int c = 0; c < 4; ++c) isum = _mm512_dpbusd_epi32(isum, u[c], Bcast32(xs + 4 * c));
+          for (int c = 0; c < 4; ++c) isum = DpbusdBcast(isum, u[c], xs + 4 * c);
           f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs[e], f[t]);
         }
       }
