@@ -1011,14 +1011,7 @@ class CudaOpsImpl final : public CudaOps {
 
   void BeginReplay(CudaGraph& graph) override {
     ExpectEager("BeginReplay");
-    auto* g = dynamic_cast<GraphImpl*>(&graph);
-    HYMT_CUDA_EXPECT(g != nullptr && g->owner == this, "the graph was captured by another CudaOps");
-    Bind(device_);
-    ResetForGraph();
-    replay_ = g;
-    replay_pos_ = 0;
-    replay_ok_ = true;
-    mode_ = Mode::kReplay;
+    EnterReplay(OwnGraph(graph));
   }
 
   bool EndReplay() override {
@@ -1039,17 +1032,11 @@ class CudaOpsImpl final : public CudaOps {
 
   bool FastReplay(CudaGraph& graph, const StepBatch& batch, std::span<const std::span<const int32_t>> args) override {
     ExpectEager("FastReplay");
-    auto* g = dynamic_cast<GraphImpl*>(&graph);
-    HYMT_CUDA_EXPECT(g != nullptr && g->owner == this, "the graph was captured by another CudaOps");
+    GraphImpl* g = OwnGraph(graph);
     if (!g->validated || g->begin_step_words == 0 || args.size() != g->slots.size()) return false;
     for (size_t i = 0; i < args.size(); ++i)
       if (g->slots[i].bound < 0 || args[i].size() * sizeof(int32_t) != g->slots[i].bytes) return false;
-    Bind(device_);
-    ResetForGraph();
-    replay_ = g;
-    replay_pos_ = 0;
-    replay_ok_ = true;
-    mode_ = Mode::kReplay;
+    EnterReplay(g);
     try {
       BeginStep(batch);  // validates and stages the batch; its trace words must be the capture's
     } catch (...) {
@@ -1103,6 +1090,21 @@ class CudaOpsImpl final : public CudaOps {
 
  private:
   enum class Mode { kEager, kCapture, kReplay };
+
+  GraphImpl* OwnGraph(CudaGraph& graph) const {
+    auto* g = dynamic_cast<GraphImpl*>(&graph);
+    HYMT_CUDA_EXPECT(g != nullptr && g->owner == this, "the graph was captured by another CudaOps");
+    return g;
+  }
+  // Ops from here on are compared with g's trace instead of running (BeginReplay and FastReplay).
+  void EnterReplay(GraphImpl* g) {
+    Bind(device_);
+    ResetForGraph();
+    replay_ = g;
+    replay_pos_ = 0;
+    replay_ok_ = true;
+    mode_ = Mode::kReplay;
+  }
 
   // Every op starts with one: makes the device current and, when the op throws inside a capture or a
   // replay, marks that graph as failed (EndCapture throws, EndReplay returns false), so a half-recorded

@@ -166,6 +166,20 @@ __device__ __forceinline__ void ReduceAndStore(float (&acc)[kPair ? 2 * RPT : RP
   }
 }
 
+// Loads a thread's weight units u0, u0 + G, ... (kUnroll of them, clamped to the last unit) for its rows:
+// rows[0, RPT) of w and, in a SwiGLU pair kernel (kRows = 2 RPT), the same rows of up.
+template <typename F, int kUnroll, int kRows, int RPT>
+__device__ __forceinline__ void LoadUnits(typename F::Raw (&raw)[kUnroll][kRows], const WeightView& w,
+                                          const WeightView& up, const int64_t (&rows)[RPT], int u0, int G,
+                                          int units) {
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    const int u = min(u0 + k * G, units - 1);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) raw[k][r] = F::Load(r < RPT ? w : up, rows[r % RPT], u);
+  }
+}
+
 template <DType T, int R, bool kPair, int RPT>
 __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   using F = Fmt<T>;
@@ -197,19 +211,11 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
   typename F::Raw raw[kUnroll][kRows];
-  auto load = [&](int u0) {
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int u = min(u0 + k * G, units - 1);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) raw[k][r] = F::Load(r < RPT ? sg.w : a.up, rows[r % RPT], u);
-    }
-  };
-  load(lane_g);
+  LoadUnits<F>(raw, sg.w, a.up, rows, lane_g, G, units);
   PdlWait();
   PdlTrigger();
   for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    if (u0 != lane_g) load(u0);
+    if (u0 != lane_g) LoadUnits<F>(raw, sg.w, a.up, rows, u0, G, units);
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * G;
@@ -395,19 +401,11 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
   typename F::Raw raw[kUnroll][kRows];
-  auto load = [&](int u0) {
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int u = min(u0 + k * G, units - 1);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) raw[k][r] = F::Load(r < RPT ? sg.w : a.up, rows[r % RPT], u);
-    }
-  };
-  load(lane_g);
+  LoadUnits<F>(raw, sg.w, a.up, rows, lane_g, G, units);
   PdlWait();
   PdlTrigger();
   for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    if (u0 != lane_g) load(u0);
+    if (u0 != lane_g) LoadUnits<F>(raw, sg.w, a.up, rows, u0, G, units);
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * G;
