@@ -216,17 +216,18 @@ __device__ __forceinline__ float WeightElement(const WeightView& w, int64_t row,
       return F16ToF32(d) * static_cast<float>(q);
     }
     case DType::kQ4_K: {
-      // 144-byte blocks: d, dmin (f16), scales[12], qs[128]. Within a block, 64-element group j uses
-      // qs[32j .. 32j+32): low nibbles are elements 64j + l, high nibbles 64j + 32 + l.
-      const uint8_t* blk = base + row * (K / 256) * 144 + (col / 256) * 144;
+      // Split layout (cuda_internal.h): byte e of a super-block's 128 quant bytes holds element e (low
+      // nibble) and element 128 + e (high nibble); the 16-byte header (d, dmin, scales) is in its own array.
+      const int64_t b = col / 256;
       const int i = static_cast<int>(col % 256);
-      const int j = i / 64, within = i % 64, high = within >= 32, l = within % 32;
-      const uint8_t byte = blk[16 + 32 * j + l];
+      const int high = i >= 128, e = i % 128;
+      const uint8_t byte = base[row * (K / 2) + b * 128 + e];
+      const uint8_t* hdr = base + N * K / 2 + (row * (K / 256) + b) * 16;
       const int q = high ? (byte >> 4) : (byte & 0xF);
       int sc, m;
-      Q4KScaleMin(2 * j + high, blk + 4, &sc, &m);
-      const float d = F16ToF32(reinterpret_cast<const uint16_t*>(blk)[0]);
-      const float dmin = F16ToF32(reinterpret_cast<const uint16_t*>(blk)[1]);
+      Q4KScaleMin(4 * high + e / 32, hdr + 4, &sc, &m);
+      const float d = F16ToF32(reinterpret_cast<const uint16_t*>(hdr)[0]);
+      const float dmin = F16ToF32(reinterpret_cast<const uint16_t*>(hdr)[1]);
       return d * static_cast<float>(sc) * static_cast<float>(q) - dmin * static_cast<float>(m);
     }
     case DType::kQ6_K: {
@@ -390,10 +391,12 @@ struct Fmt<DType::kQ8_0> {
   }
 };
 
-// Q4_K, native layout. Unit u = 16-byte chunk c = u % 8 of the 128 quant bytes of super-block u / 8,
-// plus the block's 16-byte header (d, dmin, scales): chunk c holds bytes l = 16(c%2) .. +16 of 64-element
-// group j = c/2; low nibbles are elements 64j + l (sub-block 2j), high nibbles 64j + 32 + l (sub-block
-// 2j+1). Pieces: 0 = low nibbles of bytes 0-7, 1 = low of 8-15, 2 = high of 0-7, 3 = high of 8-15.
+// Q4_K, split layout (cuda_internal.h). Unit u = 16-byte piece p = u % 8 of super-block u / 8, whose byte
+// i holds element 16p + i (low nibble, sub-block p/2) and element 128 + 16p + i (high nibble, sub-block
+// 4 + p/2), plus the block's 16-byte header (d, dmin, scales). Consecutive units are consecutive 16-byte
+// pieces, so a warp's loads are 512 contiguous bytes, and the 8 threads of a super-block read
+// consecutive activations. Pieces: 0 = low nibbles of bytes 0-7, 1 = low of 8-15, 2 = high of 0-7,
+// 3 = high of 8-15.
 template <>
 struct Fmt<DType::kQ4_K> {
   static constexpr int kUnitElems = 32, kPieces = 4;
@@ -404,38 +407,24 @@ struct Fmt<DType::kQ4_K> {
     float d1, m1, d2, m2;  // scale and min of the unit's two sub-blocks
   };
   static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
-    const uint8_t* blk = static_cast<const uint8_t*>(w.data) + row * (w.cols / 256) * 144 + (u / 8) * 144;
-    return {__ldg(reinterpret_cast<const uint4*>(blk)),
-            __ldg(reinterpret_cast<const uint4*>(blk + 16) + (u % 8))};
+    const uint8_t* base = static_cast<const uint8_t*>(w.data);
+    const uint8_t* hdr = base + w.rows * w.cols / 2 + (row * (w.cols / 256) + u / 8) * 16;
+    return {__ldg(reinterpret_cast<const uint4*>(hdr)),
+            __ldg(reinterpret_cast<const uint4*>(base + row * (w.cols / 2)) + u)};
   }
-  // Byte k (0..11) of the packed scales, which are header bytes 4..15.
-  static __device__ __forceinline__ uint32_t ScaleByte(const uint4& h, int k) {
-    const uint32_t word = k < 4 ? h.y : (k < 8 ? h.z : h.w);
-    return (word >> (8 * (k & 3))) & 0xffu;
+  // Scale and min of sub-blocks jj and 4 + jj (jj < 4) from the header's packed scales (bytes 4..15,
+  // ggml's get_scale_min_k4): bytes jj, jj + 4 and jj + 8 of them hold both.
+  static __device__ __forceinline__ Ctx SubScales(const uint4& h, int jj) {
+    const float d = F16ToF32(h.x & 0xffffu), dmin = F16ToF32(h.x >> 16);
+    const uint32_t by = (h.y >> (8 * jj)) & 0xffu, bz = (h.z >> (8 * jj)) & 0xffu, bw = (h.w >> (8 * jj)) & 0xffu;
+    const uint32_t s1 = by & 63u, m1 = bz & 63u;
+    const uint32_t s2 = (bw & 0xfu) | ((by >> 6) << 4), m2 = (bw >> 4) | ((bz >> 6) << 4);
+    return {d * static_cast<float>(s1), dmin * static_cast<float>(m1), d * static_cast<float>(s2),
+            dmin * static_cast<float>(m2)};
   }
-  static __device__ __forceinline__ void ScaleMin(const uint4& h, int j, float* sc, float* m) {
-    uint32_t s, mm;
-    if (j < 4) {
-      s = ScaleByte(h, j) & 63;
-      mm = ScaleByte(h, j + 4) & 63;
-    } else {
-      s = (ScaleByte(h, j + 4) & 0xF) | ((ScaleByte(h, j - 4) >> 6) << 4);
-      mm = (ScaleByte(h, j + 4) >> 4) | ((ScaleByte(h, j) >> 6) << 4);
-    }
-    *sc = static_cast<float>(s);
-    *m = static_cast<float>(mm);
-  }
-  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
-    const float d = F16ToF32(r.hdr.x & 0xffffu), dmin = F16ToF32(r.hdr.x >> 16);
-    const int j = (u % 8) / 2;
-    float s1, m1, s2, m2;
-    ScaleMin(r.hdr, 2 * j, &s1, &m1);
-    ScaleMin(r.hdr, 2 * j + 1, &s2, &m2);
-    return {d * s1, dmin * m1, d * s2, dmin * m2};
-  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) { return SubScales(r.hdr, (u % 8) / 2); }
   static __device__ __forceinline__ int PieceCol(int u, int p) {
-    const int c = u % 8;
-    return (u / 8) * 256 + (c / 2) * 64 + (p >= 2 ? 32 : 0) + (c % 2) * 16 + (p & 1) * 8;
+    return (u / 8) * 256 + (p >= 2 ? 128 : 0) + (u % 8) * 16 + (p & 1) * 8;
   }
   template <int p>
   static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx& c, int, float o[8]) {

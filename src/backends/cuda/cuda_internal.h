@@ -3,8 +3,11 @@
 // include it too.
 //
 // Device layouts of prepared weights (PrepareWeight writes them, every kernel reads them):
-//   f32, f16, bf16, f8_e4m3, q4_k  as stored: row-major, row r at data + r * DTypeBytes(dtype, cols).
-//                                  (q4_k blocks are 144 = 9 x 16 bytes, so 16-byte loads stay aligned.)
+//   f32, f16, bf16, f8_e4m3  as stored: row-major, row r at data + r * DTypeBytes(dtype, cols).
+//   q4_k   split into two arrays, the quant bytes reordered inside each super-block so that 16 bytes hold
+//          32 elements in two runs of 16 (a thread's activations are then contiguous with its neighbours'):
+//          qs  u8   [rows][cols / 2]      byte e of a super-block: element e (low nibble), 128 + e (high)
+//          hdr      [rows][cols / 256][16] at data + rows * cols / 2: d, dmin (f16), the 12 scale bytes
 //   q8_0   split into two arrays (34-byte blocks would break 16-byte loads):
 //          qs  int8 [rows][cols]          at data
 //          d   f16  [rows][cols / 32]     at data + rows * cols

@@ -59,7 +59,7 @@ constexpr size_t kBeginStepWords = 11;
 // chunks go to the prefill kernel.
 constexpr int kDecodeMaxRows = 4;
 // Decode attention: at least this many positions per split, at most this many splits.
-constexpr int kSplitMinPositions = 64;
+constexpr int kSplitMinPositions = 16;
 constexpr int kMaxSplits = 64;
 // MatMul with weights other than bf16: up to this many rows run as GEMV passes of kGemvMaxRows (each
 // reads the weight once); more rows dequantise slabs to bf16 for cuBLAS (~4.5 bytes per weight element
@@ -264,9 +264,12 @@ WeightLayout LayoutFor(DType t, int64_t rows, int64_t cols) {
     case DType::kF16:
     case DType::kBF16:
     case DType::kF8E4M3:
-    case DType::kQ4_K:
       l.device_type = t;
       set({DTypeBytes(t, cols)});
+      break;
+    case DType::kQ4_K:
+      l.device_type = t;
+      set({k / 2, k / 256 * 16});
       break;
     case DType::kQ8_0:
       l.device_type = t;
@@ -314,6 +317,23 @@ void FillChunk(const Weight& host, const WeightLayout& l, int64_t r0, int64_t r1
       for (int64_t i = 0; i < k / kQK; ++i) {
         d[i] = b[i].d;
         std::memcpy(qs + i * kQK, b[i].qs, kQK);
+      }
+    } else if (host.dtype == DType::kQ4_K) {
+      // ggml's 64-element groups (byte 32j + l: elements 64j + l low, 64j + 32 + l high) to the split
+      // layout's halves (byte e: elements e low, 128 + e high).
+      const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(s);
+      uint8_t* qs = reinterpret_cast<uint8_t*>(region[0] + lr * l.row_bytes[0]);
+      uint8_t* hdr = reinterpret_cast<uint8_t*>(region[1] + lr * l.row_bytes[1]);
+      auto nibble = [](const uint8_t* q, int e) {
+        const uint8_t byte = q[32 * (e / 64) + e % 32];
+        return e % 64 < 32 ? byte & 0xF : byte >> 4;
+      };
+      for (int64_t i = 0; i < k / kQKK; ++i) {
+        for (int e = 0; e < kQKK / 2; ++e)
+          qs[i * (kQKK / 2) + e] = static_cast<uint8_t>(nibble(b[i].qs, e) | nibble(b[i].qs, 128 + e) << 4);
+        std::memcpy(hdr + i * 16, &b[i].d, 2);
+        std::memcpy(hdr + i * 16 + 2, &b[i].dmin, 2);
+        std::memcpy(hdr + i * 16 + 4, b[i].scales, 12);
       }
     } else if (host.dtype == DType::kQ6_K) {
       const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(s);

@@ -246,33 +246,37 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   ReduceAndStore<RPT, R, kPair>(acc, a, sg, lane_g, grp, row0);
 }
 
+// One group of 16 activations for the int8 path: bf16 x[0..16) -> int8 q[0..16) and {dx, dx * sum q} with
+// dx = max|x| / 127.
+__device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, float2* ds) {
+  float v[16];
+  LoadBf16x8(x, v);
+  LoadBf16x8(x + 8, v + 8);
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  uint32_t words[4] = {0, 0, 0, 0};
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int qi = max(-127, min(127, __float2int_rn(v[i] * inv)));
+    sum += qi;
+    words[i / 4] |= static_cast<uint32_t>(qi & 0xff) << (8 * (i % 4));
+  }
+  St16(q, make_uint4(words[0], words[1], words[2], words[3]));
+  *ds = make_float2(dx, dx * static_cast<float>(sum));
+}
+
 // Activation rows for the int8 path: x bf16 [n_tok, K] -> q int8 [n_tok, K] and, per 16 values,
-// {dx, dx * sum q} with dx = max|x| / 127. One block per row.
+// {dx, dx * sum q} (QuantizeGroup). One block per row.
 __global__ __launch_bounds__(kThreads) void QuantizeActKernel(const uint16_t* x, int64_t x_stride, int64_t K,
                                                               int8_t* xq, float2* xds) {
   PdlWait();
   PdlTrigger();
   const int64_t t = blockIdx.x;
-  const uint16_t* xr = x + t * x_stride;
-  for (int64_t g = threadIdx.x; g < K / 16; g += kThreads) {
-    float v[16];
-    LoadBf16x8(xr + 16 * g, v);
-    LoadBf16x8(xr + 16 * g + 8, v + 8);
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
-    const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    uint32_t words[4] = {0, 0, 0, 0};
-    int sum = 0;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int q = max(-127, min(127, __float2int_rn(v[i] * inv)));
-      sum += q;
-      words[i / 4] |= static_cast<uint32_t>(q & 0xff) << (8 * (i % 4));
-    }
-    St16(xq + t * K + 16 * g, make_uint4(words[0], words[1], words[2], words[3]));
-    xds[t * (K / 16) + g] = make_float2(dx, dx * static_cast<float>(sum));
-  }
+  for (int64_t g = threadIdx.x; g < K / 16; g += kThreads)
+    QuantizeGroup(x + t * x_stride + 16 * g, xq + t * K + 16 * g, xds + t * (K / 16) + g);
 }
 
 __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
@@ -282,40 +286,11 @@ __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
   return __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), s);
 }
 
-// The int8 path's units (loads and per-unit scales) per format: Q8_0 as the f32 path's Fmt; Q4_K in
-// 64-element groups (Q4KGroup), so that a super-block's header is loaded and its scales decoded once per
-// 32 quant bytes instead of per 16.
+// The int8 path's units (loads and per-unit scales) per format: those of the f32 path's Fmt, one 16-byte
+// weight load per unit (Q4_K: 32 elements, the two halves of one row of sub-blocks p/2 and 4 + p/2).
 template <DType T>
-struct Int8Fmt;
-template <>
-struct Int8Fmt<DType::kQ8_0> : Fmt<DType::kQ8_0> {
+struct Int8Fmt : Fmt<T> {
   static constexpr int kUnitsPerLoad = 1;  // 16-byte weight loads per unit
-};
-
-// Unit u = 64-element group j = u % 4 of super-block u / 4: its 32 quant bytes (two 16-byte loads: bytes
-// l = 0..15 and 16..31; low nibbles are elements 64j + l of sub-block 2j, high nibbles 64j + 32 + l of
-// sub-block 2j+1) and the block's 16-byte header (d, dmin, scales).
-template <>
-struct Int8Fmt<DType::kQ4_K> {
-  using F = Fmt<DType::kQ4_K>;
-  static constexpr int kUnitElems = 64, kUnitsPerLoad = 2;
-  struct Raw {
-    uint4 hdr, qa, qb;
-  };
-  using Ctx = F::Ctx;
-  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
-    const uint8_t* blk = static_cast<const uint8_t*>(w.data) + row * (w.cols / 256) * 144 + (u / 4) * 144;
-    const uint4* qs = reinterpret_cast<const uint4*>(blk + 16) + 2 * (u % 4);
-    return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(qs), __ldg(qs + 1)};
-  }
-  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
-    const float d = F16ToF32(r.hdr.x & 0xffffu), dmin = F16ToF32(r.hdr.x >> 16);
-    const int j = u % 4;
-    float s1, m1, s2, m2;
-    F::ScaleMin(r.hdr, 2 * j, &s1, &m1);
-    F::ScaleMin(r.hdr, 2 * j + 1, &s2, &m2);
-    return {d * s1, dmin * m1, d * s2, dmin * m2};
-  }
 };
 
 // The dot product of one unit of a row with one int8 activation row (xq: the row's int8 values, xds: its
@@ -333,18 +308,15 @@ struct Int8Dot<DType::kQ4_K> {
     return make_uint4((q.x >> 4) & 0x0f0f0f0fu, (q.y >> 4) & 0x0f0f0f0fu, (q.z >> 4) & 0x0f0f0f0fu,
                       (q.w >> 4) & 0x0f0f0f0fu);
   }
-  // Sub-block 2j is 32 values at c (two activation groups of 16), sub-block 2j+1 at c + 32:
-  //   d1 sum_g dx_g sum_i q_i n_i - m1 sum_g dx_g sum_i q_i   (g over the 16-value groups).
+  // The low nibbles are 16 values of sub-block 1 at column c, the high nibbles 16 of sub-block 2 at c + 128
+  // (one activation group each): d1 dx sum q n - m1 dx sum q + (the same for sub-block 2).
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
                                               const float2* xds) {
-    const int c = (u / 4) * 256 + (u % 4) * 64;
-    const int s0 = Dot16(Lo(raw.qa), Ld16(xq + c)), s1 = Dot16(Lo(raw.qb), Ld16(xq + c + 16));
-    const int s2 = Dot16(Hi(raw.qa), Ld16(xq + c + 32)), s3 = Dot16(Hi(raw.qb), Ld16(xq + c + 48));
-    const float2 x0 = xds[c / 16], x1 = xds[c / 16 + 1], x2 = xds[c / 16 + 2], x3 = xds[c / 16 + 3];
-    const float lo = fmaf(x0.x, static_cast<float>(s0), x1.x * static_cast<float>(s1));
-    const float hi = fmaf(x2.x, static_cast<float>(s2), x3.x * static_cast<float>(s3));
-    const float v = fmaf(ctx.d1, lo, -ctx.m1 * (x0.y + x1.y));
-    return fmaf(ctx.d2, hi, fmaf(-ctx.m2, x2.y + x3.y, v));
+    const int c = (u / 8) * 256 + (u % 8) * 16;
+    const int s1 = Dot16(Lo(raw.qs), Ld16(xq + c)), s2 = Dot16(Hi(raw.qs), Ld16(xq + c + 128));
+    const float2 x1 = xds[c / 16], x2 = xds[c / 16 + 8];
+    const float v = fmaf(ctx.d1, x1.x * static_cast<float>(s1), -ctx.m1 * x1.y);
+    return fmaf(ctx.d2, x2.x * static_cast<float>(s2), fmaf(-ctx.m2, x2.y, v));
   }
 };
 
@@ -367,7 +339,11 @@ constexpr int Int8UnitsInFlight(int rpt) {
 }
 
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
-template <DType T, int R, bool kPair, int RPT>
+//
+// kSmemX: the block quantises the activation rows itself (QuantizeGroup, as QuantizeActKernel does) into
+// shared memory, n_tok * K * 1.5 bytes, instead of reading the rows QuantizeActKernel wrote: one launch
+// fewer per product, and the activation reads are shared-memory loads. xq and xds are then unused.
+template <DType T, int R, bool kPair, int RPT, bool kSmemX>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
   using F = Int8Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
@@ -384,14 +360,6 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
   int64_t rows[RPT];
 #pragma unroll
   for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, N - 1);
-  const int8_t* xqr[R];
-  const float2* xdr[R];
-#pragma unroll
-  for (int t = 0; t < R; ++t) {
-    const int64_t tt = min(t, a.n_tok - 1);
-    xqr[t] = xq + tt * K;
-    xdr[t] = xds + tt * (K / 16);
-  }
   float acc[kRows][R];
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
@@ -404,6 +372,27 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
   LoadUnits<F>(raw, sg.w, a.up, rows, lane_g, G, units);
   PdlWait();
   PdlTrigger();
+  if constexpr (kSmemX) {
+    extern __shared__ uint4 smem_x[];
+    int8_t* sq = reinterpret_cast<int8_t*>(smem_x);
+    float2* sd = reinterpret_cast<float2*>(sq + a.n_tok * K);  // K % 32 == 0: 16-byte aligned
+    const int64_t groups = K / 16;
+    for (int64_t i = threadIdx.x; i < a.n_tok * groups; i += kThreads) {
+      const int64_t t = i / groups, g = i % groups;
+      QuantizeGroup(a.x + t * a.x_stride + 16 * g, sq + t * K + 16 * g, sd + i);
+    }
+    __syncthreads();
+    xq = sq;
+    xds = sd;
+  }
+  const int8_t* xqr[R];
+  const float2* xdr[R];
+#pragma unroll
+  for (int t = 0; t < R; ++t) {
+    const int64_t tt = min(t, a.n_tok - 1);
+    xqr[t] = xq + tt * K;
+    xdr[t] = xds + tt * (K / 16);
+  }
   for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
     if (u0 != lane_g) LoadUnits<F>(raw, sg.w, a.up, rows, u0, G, units);
 #pragma unroll
@@ -483,6 +472,18 @@ void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilo
   Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
 }
 
+// Shared memory the int8 kernel's own activation quantisation (kSmemX) takes; it is used while this stays
+// within the 48 KiB a block gets without opting in (the 7B's widths at one and two token rows), unless
+// HYMT_GEMV_SMEM_X=0.
+size_t SmemXBytes(int64_t rows, int64_t K) {
+  static const bool on = [] {
+    const char* s = std::getenv("HYMT_GEMV_SMEM_X");
+    return s == nullptr || std::strcmp(s, "0") != 0;
+  }();
+  const size_t bytes = static_cast<size_t>(rows * K + rows * (K / 16) * 8);
+  return on && bytes <= 48 * 1024 ? bytes : 0;
+}
+
 template <DType T, int R, bool kPair, int RPT>
 void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                 void* scratch, cudaStream_t stream) {
@@ -490,12 +491,18 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   int8_t* xq = static_cast<int8_t*>(scratch);
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
   const bool pdl = PdlEnabled();
-  Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
-         static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
   int64_t blocks = 0;
   const GemvArgs a =
       Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
-  Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT>, static_cast<unsigned>(blocks), kThreads, 0, stream, a,
+  const size_t smem = SmemXBytes(x.rows, K);
+  if (smem > 0) {
+    Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, true>, static_cast<unsigned>(blocks), kThreads, smem, stream, a,
+           static_cast<const int8_t*>(nullptr), static_cast<const float2*>(nullptr));
+    return;
+  }
+  Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
+         static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
+  Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, false>, static_cast<unsigned>(blocks), kThreads, 0, stream, a,
          static_cast<const int8_t*>(xq), static_cast<const float2*>(xds));
 }
 
