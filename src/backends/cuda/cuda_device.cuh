@@ -38,6 +38,18 @@ __device__ __forceinline__ void PdlTrigger() {
 #endif
 }
 
+// The block's dynamic shared memory (the launch's smem bytes), 16-byte aligned.
+#ifdef HYMT_CUDA_EMU
+inline uint4* DynamicSmem() {
+  return ::emu::DynamicSmem();
+}
+#else
+__device__ __forceinline__ uint4* DynamicSmem() {
+  extern __shared__ uint4 dynamic_smem[];
+  return dynamic_smem;
+}
+#endif
+
 // True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
 // turned off with HYMT_PDL=0.
 bool PdlEnabled();

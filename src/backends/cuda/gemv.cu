@@ -373,8 +373,7 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
   PdlWait();
   PdlTrigger();
   if constexpr (kSmemX) {
-    extern __shared__ uint4 smem_x[];
-    int8_t* sq = reinterpret_cast<int8_t*>(smem_x);
+    int8_t* sq = reinterpret_cast<int8_t*>(DynamicSmem());
     float2* sd = reinterpret_cast<float2*>(sq + a.n_tok * K);  // K % 32 == 0: 16-byte aligned
     const int64_t groups = K / 16;
     for (int64_t i = threadIdx.x; i < a.n_tok * groups; i += kThreads) {
