@@ -13,7 +13,7 @@
 //   - the GEMM path of non-bf16 weights rounds each weight to bf16 first: an independent error of at
 //     most u |w_k| per term, whose sum has standard deviation <= u sqrt(sum (x_k w_k)^2 / 3); we allow
 //     4 u sqrt(sum (x_k w_k)^2), about 7 standard deviations.
-//   - the Q4_K and Q8_0 GEMVs round activations to int8 (dx = max|x|/127 per 16 values): errors uniform in
+//   - the Q4_K, Q6_K and Q8_0 GEMVs round activations to int8 (dx = max|x|/127 per 16 values): errors uniform in
 //     +-dx/2, so the sum has variance sum_k w_k^2 dx_k^2 / 12; we allow 6 standard deviations.
 //   - RMSNorm: two bf16 roundings (the normalised value, then the product) plus the f32 sum of squares
 //     and rsqrtf: (2u + 2u^2 + (K + 16) u32) |ref|.
@@ -600,11 +600,12 @@ class CudaMatMulTest : public CudaOpsTest {
       std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * c.k));
       std::vector<float> want(static_cast<size_t>(rows * c.n));
       ref_->MatMul(HostTensor(x, rows, c.k), wref, HostTensor(want, rows, c.n));
-      // Per-element bounds from sum |x w|, sum (x w)^2 and, for the int8-activation path of Q4_K and Q8_0, the
+      // Per-element bounds from sum |x w|, sum (x w)^2 and, for the int8-activation path of Q4_K, Q6_K and Q8_0, the
       // variance of the activation rounding: x is rounded to dx q with dx = max|x| / 127 per 16 values, an
       // error uniform in +-dx/2 (variance dx^2 / 12) per value.
       const bool rounds_weights = c.t != DType::kBF16 && rows > 32;  // the dequantised-slab GEMM path
-      const bool rounds_x = (c.t == DType::kQ4_K || c.t == DType::kQ8_0) && rows <= 32;  // int8 activations
+      const bool rounds_x =  // int8 activations
+          (c.t == DType::kQ4_K || c.t == DType::kQ6_K || c.t == DType::kQ8_0) && rows <= 32;
       const int64_t groups = (c.k + 15) / 16;                        // per row (K % 256 == 0 for Q4_K)
       std::vector<float> act_scale(static_cast<size_t>(rows * groups), 0.0f);
       if (rounds_x)
@@ -673,13 +674,13 @@ TEST_F(CudaMatMulTest, QuantFormats) {
   Check({DType::kQ8_0, 17, 96}, {1, 7, 33});
 }
 
-// Q4_K and Q8_0 decode with the weights decoded to f32 (CudaOpsOptions::int8_activations off).
+// Q4_K, Q6_K and Q8_0 decode with the weights decoded to f32 (CudaOpsOptions::int8_activations off).
 TEST_F(CudaMatMulTest, QuantWithF32Activations) {
   CudaOpsOptions o;
   o.int8_activations = false;
   ops_ = CreateCudaOps(0, o);
   cuda_ = AsCudaOps(ops_.get());
-  for (DType t : {DType::kQ4_K, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
     Check({t, 31, 256}, {1, 2, 3, 8});
     Check({t, 40, 4096}, {1, 5});
   }

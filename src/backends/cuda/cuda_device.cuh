@@ -243,6 +243,72 @@ __device__ __forceinline__ float WeightElement(const WeightView& w, int64_t row,
       return d * static_cast<float>(sc) * static_cast<float>(q) - dmin * static_cast<float>(m);
     }
     case DType::kQ6_K: {
+      // Split layout (cuda_internal.h): ql byte e of a super-block holds the low 4 bits of element e (low
+      // nibble) and 128 + e (high); qh bytes 8p + 4h + c hold, at bits 2w, the top 2 bits of element
+      // 128h + 16p + 4w + c; scale i / 16; x = d * sc * (q - 32).
+      const int64_t b = col / 256;
+      const int i = static_cast<int>(col % 256);
+      const int high = i >= 128, e = i % 128, p = e / 16, w = (e % 16) / 4, c = e % 4;
+      const uint8_t lowbyte = base[row * (K / 2) + b * 128 + e];
+      const uint8_t hibyte = base[N * K / 2 + row * (K / 4) + b * 64 + 8 * p + 4 * high + c];
+      const int8_t sc = reinterpret_cast<const int8_t*>(base + N * K * 3 / 4)[row * (K / 16) + b * 16 + i / 16];
+      const uint16_t d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16)[row * (K / 256) + b];
+      const int low = high ? (lowbyte >> 4) : (lowbyte & 0xF);
+      const int q = (low | (((hibyte >> (2 * w)) & 3) << 4)) - 32;
+      return F16ToF32(d) * static_cast<float>(sc) * static_cast<float>(q);
+    }
+    default:
+      return __int_as_float(0x7fc00000);  // rejected on the host; NaN makes a slip visible
+  }
+}
+
+// ---- the simple decoder: one element, straight from ggml's reference loops ----
+
+// ggml get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block.
+__device__ __forceinline__ void Q4KScaleMin(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
+
+__device__ __forceinline__ float WeightElement(const WeightView& w, int64_t row, int64_t col) {
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t K = w.cols, N = w.rows;
+  switch (w.dtype) {
+    case DType::kF32:
+      return reinterpret_cast<const float*>(base)[row * K + col];
+    case DType::kF16:
+      return F16ToF32(reinterpret_cast<const uint16_t*>(base)[row * K + col]);
+    case DType::kBF16:
+      return Bf16ToF32(reinterpret_cast<const uint16_t*>(base)[row * K + col]);
+    case DType::kF8E4M3:
+      return F8E4M3ToF32(base[row * K + col]);
+    case DType::kQ8_0: {
+      // x = d * qs[i]
+      const int8_t q = reinterpret_cast<const int8_t*>(base)[row * K + col];
+      const uint16_t d = reinterpret_cast<const uint16_t*>(base + N * K)[row * (K / 32) + col / 32];
+      return F16ToF32(d) * static_cast<float>(q);
+    }
+    case DType::kQ4_K: {
+      // Split layout (cuda_internal.h): byte e of a super-block's 128 quant bytes holds element e (low
+      // nibble) and element 128 + e (high nibble); the 16-byte header (d, dmin, scales) is in its own array.
+      const int64_t b = col / 256;
+      const int i = static_cast<int>(col % 256);
+      const int high = i >= 128, e = i % 128;
+      const uint8_t byte = base[row * (K / 2) + b * 128 + e];
+      const uint8_t* hdr = base + N * K / 2 + (row * (K / 256) + b) * 16;
+      const int q = high ? (byte >> 4) : (byte & 0xF);
+      int sc, m;
+      Q4KScaleMin(4 * high + e / 32, hdr + 4, &sc, &m);
+      const float d = F16ToF32(reinterpret_cast<const uint16_t*>(hdr)[0]);
+      const float dmin = F16ToF32(reinterpret_cast<const uint16_t*>(hdr)[1]);
+      return d * static_cast<float>(sc) * static_cast<float>(q) - dmin * static_cast<float>(m);
+    }
+    case DType::kQ6_K: {
       // Half n (128 elements) of super-block b: for l < 32, ql[64n + l] and ql[64n + l + 32] hold the low
       // 4 bits of elements l, l+32 (low nibbles) and l+64, l+96 (high nibbles); qh[32n + l] holds their
       // top 2 bits (bits 0-1, 2-3, 4-5, 6-7); scale sc[8n + l/16 + 2g] for element group g; x = d*sc*(q-32).
@@ -451,60 +517,56 @@ struct Fmt<DType::kQ4_K> {
   }
 };
 
-// Q6_K, split layout. Unit u = 16 values of l (l0 = 16 * (u % 2)) of half n = (u / 2) % 2 of super-block
-// b = u / 4: ql bytes [l0, l0+16) and [l0+32, l0+48) of the half, qh bytes [l0, l0+16), the half's 8
-// scales and d. Piece p = 2g + s: element group g (offset 32g), values l0 + 8s .. +8.
+// Q6_K, split layout (cuda_internal.h). Unit u = piece p = u % 8 of super-block u / 8: ql bytes [16p, 16p+16)
+// of the block (byte i: low 4 bits of element 16p + i in the low nibble, of 128 + 16p + i in the high),
+// qh bytes [8p, 8p+8) (word h, byte c, bits 2w: top 2 bits of element 128h + 16p + 4w + c), the block's
+// 16 scales and d. Pieces as Q4_K's: 0 = elements 16p + 0..7, 1 = 16p + 8..15, 2 and 3 the same + 128.
 template <>
 struct Fmt<DType::kQ6_K> {
-  static constexpr int kUnitElems = 64, kPieces = 8;
+  static constexpr int kUnitElems = 32, kPieces = 4;
   struct Raw {
-    uint4 qla, qlb, qh;
-    uint2 sc;
+    uint4 ql;
+    uint2 qh;
+    uint4 sc;
     uint16_t d;
   };
   struct Ctx {
-    float dsc[4];  // d * scale of element groups 0..3
+    float d1, d2;  // d * scale of the unit's two runs of 16 (scales p and 8 + p)
   };
   static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
     const int64_t K = w.cols, N = w.rows;
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
-    const int b = u / 4, n = (u / 2) % 2, hh = u % 2;
-    const uint8_t* ql = base + row * (K / 2) + b * 128 + 64 * n + 16 * hh;
-    const uint8_t* qh = base + N * K / 2 + row * (K / 4) + b * 64 + 32 * n + 16 * hh;
-    const uint8_t* sc = base + N * K * 3 / 4 + row * (K / 16) + b * 16 + 8 * n;
-    const uint16_t* d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256) + b;
-    return {__ldg(reinterpret_cast<const uint4*>(ql)), __ldg(reinterpret_cast<const uint4*>(ql + 32)),
-            __ldg(reinterpret_cast<const uint4*>(qh)), __ldg(reinterpret_cast<const uint2*>(sc)), __ldg(d)};
+    const uint8_t* ql = base + row * (K / 2) + 16 * static_cast<int64_t>(u);
+    const uint8_t* qh = base + N * K / 2 + row * (K / 4) + 8 * static_cast<int64_t>(u);
+    const uint8_t* sc = base + N * K * 3 / 4 + row * (K / 16) + (u / 8) * 16;
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256) + u / 8;
+    return {__ldg(reinterpret_cast<const uint4*>(ql)), __ldg(reinterpret_cast<const uint2*>(qh)),
+            __ldg(reinterpret_cast<const uint4*>(sc)), __ldg(d)};
   }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
-    const int hh = u % 2;  // scale index within the half: l0/16 + 2g
+    const int p = u % 8;
     const float d = F16ToF32(r.d);
-    Ctx c;
-#pragma unroll
-    for (int g = 0; g < 4; ++g) {
-      const int k = hh + 2 * g;  // 0..7
-      const uint32_t word = k < 4 ? r.sc.x : r.sc.y;
-      const int8_t s = static_cast<int8_t>((word >> (8 * (k & 3))) & 0xffu);
-      c.dsc[g] = d * static_cast<float>(s);
-    }
-    return c;
+    const int8_t s1 = static_cast<int8_t>(((p < 4 ? r.sc.x : r.sc.y) >> (8 * (p & 3))) & 0xffu);
+    const int8_t s2 = static_cast<int8_t>(((p < 4 ? r.sc.z : r.sc.w) >> (8 * (p & 3))) & 0xffu);
+    return {d * static_cast<float>(s1), d * static_cast<float>(s2)};
   }
   static __device__ __forceinline__ int PieceCol(int u, int p) {
-    return (u / 4) * 256 + ((u / 2) % 2) * 128 + (p / 2) * 32 + (u % 2) * 16 + (p & 1) * 8;
+    return (u / 8) * 256 + (p >= 2 ? 128 : 0) + (u % 8) * 16 + (p & 1) * 8;
+  }
+  // Word w (0..3) of the unit's 6-bit values (0..63, one per byte) of run h (0: elements 16p + 4w + c,
+  // 1: the same + 128).
+  template <int h>
+  static __device__ __forceinline__ uint32_t Values(const Raw& r, int w, uint32_t ql_w) {
+    const uint32_t low = (h == 0 ? ql_w : ql_w >> 4) & 0x0f0f0f0fu;
+    return low | ((((h == 0 ? r.qh.x : r.qh.y) >> (2 * w)) & 0x03030303u) << 4);
   }
   template <int p>
   static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx& c, int, float o[8]) {
-    constexpr int g = p / 2, s = p & 1;
-    const uint4& ql = (g & 1) ? r.qlb : r.qla;
-    const uint32_t l0 = s == 0 ? ql.x : ql.z, l1 = s == 0 ? ql.y : ql.w;
-    const uint32_t h0 = s == 0 ? r.qh.x : r.qh.z, h1 = s == 0 ? r.qh.y : r.qh.w;
-    // 6-bit values (0..63) in each byte: 4 low bits from ql, 2 high bits from qh.
-    const uint32_t q0 =
-        (g < 2 ? (l0 & 0x0f0f0f0fu) : ((l0 >> 4) & 0x0f0f0f0fu)) | (((h0 >> (2 * g)) & 0x03030303u) << 4);
-    const uint32_t q1 =
-        (g < 2 ? (l1 & 0x0f0f0f0fu) : ((l1 >> 4) & 0x0f0f0f0fu)) | (((h1 >> (2 * g)) & 0x03030303u) << 4);
+    constexpr int h = p >= 2 ? 1 : 0, w0 = (p & 1) * 2;
+    const uint32_t q0 = Values<h>(r, w0, (p & 1) == 0 ? r.ql.x : r.ql.z);
+    const uint32_t q1 = Values<h>(r, w0 + 1, (p & 1) == 0 ? r.ql.y : r.ql.w);
     constexpr float kOff = kMagic + 32.0f;
-    const float d = c.dsc[g];
+    const float d = h == 0 ? c.d1 : c.d2;
     o[0] = d * (MagicByte<0>(q0) - kOff), o[1] = d * (MagicByte<1>(q0) - kOff);
     o[2] = d * (MagicByte<2>(q0) - kOff), o[3] = d * (MagicByte<3>(q0) - kOff);
     o[4] = d * (MagicByte<0>(q1) - kOff), o[5] = d * (MagicByte<1>(q1) - kOff);
@@ -564,9 +626,8 @@ inline int FmtUnitElems(DType t) {
     case DType::kQ8_0:
       return 16;
     case DType::kQ4_K:
-      return 32;
     case DType::kQ6_K:
-      return 64;
+      return 32;
     default:
       return 0;
   }

@@ -11,9 +11,11 @@
 //   q8_0   split into two arrays (34-byte blocks would break 16-byte loads):
 //          qs  int8 [rows][cols]          at data
 //          d   f16  [rows][cols / 32]     at data + rows * cols
-//   q6_k   split into four arrays (210-byte blocks), each keeping ggml's order inside a super-block:
-//          ql  u8   [rows][cols / 2]      at data
-//          qh  u8   [rows][cols / 4]      at data + rows * cols / 2
+//   q6_k   split into four arrays (210-byte blocks), the quant bits reordered inside each super-block
+//          into 8 pieces p of 32 elements (16p + i and 128 + 16p + i, i < 16), as q4_k's:
+//          ql  u8   [rows][cols / 2]      at data: byte e = low 4 bits of element e | of 128 + e << 4
+//          qh  u8   [rows][cols / 4]      at data + rows * cols / 2: byte 8p + 4h + c, bits 2w = top 2
+//                                         bits of element 128h + 16p + 4w + c
 //          sc  int8 [rows][cols / 16]     at data + rows * cols * 3 / 4
 //          d   f16  [rows][cols / 256]    at data + rows * cols * 13 / 16
 // Sizes are unchanged by the split, so a prepared weight takes Weight::bytes() of device memory.

@@ -336,16 +336,35 @@ void FillChunk(const Weight& host, const WeightLayout& l, int64_t r0, int64_t r1
         std::memcpy(hdr + i * 16 + 4, b[i].scales, 12);
       }
     } else if (host.dtype == DType::kQ6_K) {
+      // ggml's halves of 128 (ql byte 64n + l + 32(g&1), nibble g/2, and qh byte 32n + l, bits 2g, hold
+      // element 128n + 32g + l) to the split layout's runs of 16 (cuda_internal.h); scales and d as stored.
       const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(s);
       uint8_t* ql = reinterpret_cast<uint8_t*>(region[0] + lr * l.row_bytes[0]);
       uint8_t* qh = reinterpret_cast<uint8_t*>(region[1] + lr * l.row_bytes[1]);
       int8_t* sc = reinterpret_cast<int8_t*>(region[2] + lr * l.row_bytes[2]);
       uint16_t* d = reinterpret_cast<uint16_t*>(region[3] + lr * l.row_bytes[3]);
       for (int64_t i = 0; i < k / kQKK; ++i) {
-        std::memcpy(ql + i * (kQKK / 2), b[i].ql, kQKK / 2);
-        std::memcpy(qh + i * (kQKK / 4), b[i].qh, kQKK / 4);
-        std::memcpy(sc + i * (kQKK / 16), b[i].scales, kQKK / 16);
-        d[i] = b[i].d;
+        const BlockQ6_K& blk = b[i];
+        auto low4 = [&](int e) {
+          const int n = e / 128, g = (e % 128) / 32, l = e % 32;
+          return (blk.ql[64 * n + l + 32 * (g & 1)] >> (g < 2 ? 0 : 4)) & 0xF;
+        };
+        auto high2 = [&](int e) {
+          const int n = e / 128, g = (e % 128) / 32, l = e % 32;
+          return (blk.qh[32 * n + l] >> (2 * g)) & 3;
+        };
+        uint8_t* qlb = ql + i * (kQKK / 2);
+        uint8_t* qhb = qh + i * (kQKK / 4);
+        for (int e = 0; e < kQKK / 2; ++e) qlb[e] = static_cast<uint8_t>(low4(e) | low4(128 + e) << 4);
+        for (int p = 0; p < 8; ++p)
+          for (int h = 0; h < 2; ++h)
+            for (int c = 0; c < 4; ++c) {
+              int v = 0;
+              for (int w = 0; w < 4; ++w) v |= high2(128 * h + 16 * p + 4 * w + c) << (2 * w);
+              qhb[8 * p + 4 * h + c] = static_cast<uint8_t>(v);
+            }
+        std::memcpy(sc + i * (kQKK / 16), blk.scales, kQKK / 16);
+        d[i] = blk.d;
       }
     } else {
       std::memcpy(region[0] + lr * l.row_bytes[0], s, src_row);

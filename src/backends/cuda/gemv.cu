@@ -25,15 +25,20 @@
 // Every epilogue rounds exactly as the separate ops do (MatMul to bf16, then SwiGlu or Add), so fused
 // and unfused steps agree bit for bit.
 //
-// Q4_K and Q8_0 with int8 activations (GemvInt8Kernel, the default): decoding 4- or 8-bit weights to f32
+// Q4_K, Q6_K and Q8_0 with int8 activations (GemvInt8Kernel, the default): decoding 4- to 8-bit weights to f32
 // costs several instructions per weight, which at 4.6 TB/s of weights (~29 Q4_K weights per clock per
 // SM) exceeds what an SM issues. As in llama.cpp, the activation rows are first quantised to int8 (one
 // scale per 16 values, QuantizeActKernel), and the dot products run on dp4a (4 multiply-adds per
 // instruction):
 //   Q4_K: sum_i x_i (d1 n_i - m1) = d1 (dx sum_i q_i n_i) - m1 (dx sum_i q_i),  x_i ~ dx q_i;
+//   Q6_K: sum_i x_i d s (n_i - 32) = d s (dx sum_i q_i n_i - 32 dx sum_i q_i);
 //   Q8_0: sum_i x_i d w_i = d dx sum_i q_i w_i.
 // The activation rounding (|x - dx q| <= dx / 2, dx = max|x| / 127 over 16 values) is the only change
-// in the result; the tests bound it.
+// in the result; the tests bound it. Up to two token rows of the 7B's widths, each block quantises the
+// rows itself into shared memory (kSmemX: no separate launch); above, QuantizeActKernel writes them once.
+// Q4_K and Q6_K read split layouts (cuda_internal.h): a warp's 32 threads load 512 contiguous quant bytes and
+// the 8 threads of a super-block read 128 contiguous activation bytes, so neither the weight nor the
+// activation loads waste L1 wavefronts.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -88,8 +93,8 @@ __device__ __forceinline__ const GemvSeg& BlockSeg(const GemvArgs& a, int64_t* b
 
 // Rows of one group for R token rows: more rows per thread as R grows, so that the activation loads
 // (R per piece) are shared by more weight rows.
-// Q6_K's units are large (3 x 16-byte loads), and so are Q4_K's on the int8 path (Int8Fmt): 4 rows of
-// them do not fit in registers.
+// Q4_K and Q6_K (units of a header and 16 quant bytes or more) keep at most 2 (4 not measured since their
+// split layouts).
 constexpr int RowsPerThread(DType t, int r) {
   const int rpt = r >= 8 ? 4 : (r >= 2 ? 2 : 1);
   return (t == DType::kQ6_K || t == DType::kQ4_K) && rpt > 2 ? 2 : rpt;
@@ -320,6 +325,26 @@ struct Int8Dot<DType::kQ4_K> {
   }
 };
 
+// Q6_K: like Q4_K's split layout, two runs of 16 six-bit values q (0..63) at c and c + 128, each with its
+// scale: d sc dx sum (q - 32) qx = d sc (dx sum q qx - 32 dx sum qx).
+template <>
+struct Int8Dot<DType::kQ6_K> {
+  using F = Int8Fmt<DType::kQ6_K>;
+  template <int h>
+  static __device__ __forceinline__ uint4 Run(const F::Raw& r) {
+    return make_uint4(F::Values<h>(r, 0, r.ql.x), F::Values<h>(r, 1, r.ql.y), F::Values<h>(r, 2, r.ql.z),
+                      F::Values<h>(r, 3, r.ql.w));
+  }
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
+                                              const float2* xds) {
+    const int c = (u / 8) * 256 + (u % 8) * 16;
+    const int s1 = Dot16(Run<0>(raw), Ld16(xq + c)), s2 = Dot16(Run<1>(raw), Ld16(xq + c + 128));
+    const float2 x1 = xds[c / 16], x2 = xds[c / 16 + 8];
+    const float v = ctx.d1 * fmaf(x1.x, static_cast<float>(s1), -32.0f * x1.y);
+    return fmaf(ctx.d2, fmaf(x2.x, static_cast<float>(s2), -32.0f * x2.y), v);
+  }
+};
+
 // Q8_0: unit u is 16 int8 weights at column 16u with their block's scale d.
 template <>
 struct Int8Dot<DType::kQ8_0> {
@@ -441,7 +466,8 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
 // Weight rows per thread for one token row (1, 2 or 4): rows of a thread share each activation load, which
 // cuts the L1 traffic per weight byte at the cost of registers. Chosen by batch-1 decode at the 7B shape on
 // an H200 (hymt bench, docs/BENCHMARKS.md): 16-bit and f32 weights 4 (bf16 1 -> 2 -> 4: 194, 202, 206
-// tok/s), q8_0 and q4_k 2 (q8_0 262 -> 276, q4_k 244 -> 275); f8 and q6_k, not measured, keep 1.
+// tok/s), q8_0 and q4_k 2 (q8_0 262 -> 276, q4_k 244 -> 275), q6_k (int8 path as q4_k's) 2 as q4_k; f8,
+// not measured, keeps 1.
 // HYMT_GEMV_RPT1=1|2|4 overrides it for every type (q6_k takes at most 2).
 int GemvRpt1(DType t) {
   static const int env = [] {
@@ -457,6 +483,7 @@ int GemvRpt1(DType t) {
       return 4;
     case DType::kQ8_0:
     case DType::kQ4_K:
+    case DType::kQ6_K:
       return 2;
     default:
       return 1;
@@ -472,15 +499,15 @@ void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilo
 }
 
 // Shared memory the int8 kernel's own activation quantisation (kSmemX) takes; it is used while this stays
-// within the 48 KiB a block gets without opting in (the 7B's widths at one and two token rows), unless
-// HYMT_GEMV_SMEM_X=0.
+// within 46 KiB, which with the reduction's static array fits the 48 KiB a block gets without opting in
+// (the 7B's widths at one and two token rows), unless HYMT_GEMV_SMEM_X=0.
 size_t SmemXBytes(int64_t rows, int64_t K) {
   static const bool on = [] {
     const char* s = std::getenv("HYMT_GEMV_SMEM_X");
     return s == nullptr || std::strcmp(s, "0") != 0;
   }();
   const size_t bytes = static_cast<size_t>(rows * K + rows * (K / 16) * 8);
-  return on && bytes <= 48 * 1024 ? bytes : 0;
+  return on && bytes <= 46 * 1024 ? bytes : 0;
 }
 
 template <DType T, int R, bool kPair, int RPT>
@@ -584,7 +611,7 @@ bool GemvFastSupported(const WeightView& w, MatView x) {
 }
 
 bool GemvInt8Supported(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ8_0;
+  return t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ8_0;
 }
 
 size_t GemvActScratchBytes(int64_t rows, int64_t cols) {
@@ -614,6 +641,8 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
     HYMT_CUDA_EXPECT(x.rows == 1, "the SwiGLU GEMV takes one token row, not ", x.rows);
     if (int8 && t == DType::kQ4_K)
       LaunchInt8<DType::kQ4_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
+    else if (int8 && t == DType::kQ6_K)
+      LaunchInt8<DType::kQ6_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
     else if (int8)
       LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
     const bool ok =
@@ -625,6 +654,8 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
     DispatchRows(x.rows, [&]<int R>() {
       if (t == DType::kQ4_K)
         LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream);
+      else if (t == DType::kQ6_K)
+        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream);
       else
         LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream);
     });
