@@ -28,6 +28,7 @@
 //     sum_j w_j d_j v_jd with |d_j| <= u (w the exact weights), so it gets u (1 + u) sum_j w_j |v_jd| more
 //     (the existing budget cannot hold it: the output's own rounding already takes u |ref|).
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_internal.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -579,6 +580,14 @@ TEST_F(CudaOpsTest, RmsNorm) {
 
 // ---- MatMul ----
 
+// Raw bf16 (or f32) contents of a device tensor, for exact comparisons.
+std::vector<uint16_t> RawUnits(Ops& ops, const Tensor& t) {
+  std::vector<uint16_t> raw(DTypeBytes(t.dtype, t.cols) / 2 * static_cast<size_t>(t.rows));
+  ops.CopyToHost(t, raw.data());
+  return raw;
+}
+
+
 struct MatMulCase {
   DType t;
   int64_t n, k;
@@ -691,6 +700,45 @@ TEST_F(CudaMatMulTest, LongRows) {
   for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF8E4M3}) {
     Check({t, 40, 4096}, {1, 2, 8, 48});
     Check({t, 24, 14336}, {1, 3, 8});
+  }
+}
+
+// The int8-activation GEMV with fewer blocks than row blocks (each block loops over several, the next one's
+// first weights loading while the current one's sums are reduced), one part and three.
+TEST_F(CudaMatMulTest, PersistentInt8Blocks) {
+  struct Reset {
+    ~Reset() { cuda::SetGemvBlocksPerSm(-1); }
+  } reset;
+  for (int per_sm : {1, 0}) {
+    SCOPED_TRACE(StrCat(per_sm, " blocks per SM"));
+    cuda::SetGemvBlocksPerSm(per_sm);
+    for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+      Check({t, 4100, 256}, {1, 2});  // 4100 rows: hundreds of row blocks and a partial last one
+      const uint64_t seed = NextSeed();
+      SCOPED_TRACE(StrCat(DTypeName(t), " group, seed ", seed));
+      Rng rng(seed);
+      const int64_t k = 512, n[3] = {2600, 900, 700};
+      std::vector<Weight> ws;
+      for (int64_t rows : n) {
+        const std::vector<uint8_t> b = RandomWeightBytes(rng, t, rows, k);
+        ws.push_back(ops_->PrepareWeight(HostWeight("w", t, rows, k, b.data())));
+      }
+      const std::vector<float> x = RandomBf16(rng, static_cast<size_t>(k));
+      DevTensor dx = Input(x, 1, k, k);
+      std::vector<DevTensor> grouped, single;
+      for (int64_t rows : n) {
+        grouped.push_back(NewTensor(1, rows));
+        single.push_back(NewTensor(1, rows));
+      }
+      const Weight* wp[] = {&ws[0], &ws[1], &ws[2]};
+      const Tensor outs[] = {grouped[0].t, grouped[1].t, grouped[2].t};
+      ops_->MatMulGroup(dx.t, wp, outs);
+      for (int i = 0; i < 3; ++i) {
+        ops_->MatMul(dx.t, ws[static_cast<size_t>(i)], single[static_cast<size_t>(i)].t);
+        EXPECT_EQ(RawUnits(*ops_, grouped[static_cast<size_t>(i)].t), RawUnits(*ops_, single[static_cast<size_t>(i)].t))
+            << "part " << i;
+      }
+    }
   }
 }
 
@@ -1145,13 +1193,6 @@ TEST_F(CudaOpsTest, TopKSamplingMatchesTheHostPath) {
 }
 
 // ---- fused ops: bit for bit the sequence of ops they replace ----
-
-// Raw bf16 (or f32) contents of a device tensor, for exact comparisons.
-std::vector<uint16_t> RawUnits(Ops& ops, const Tensor& t) {
-  std::vector<uint16_t> raw(DTypeBytes(t.dtype, t.cols) / 2 * static_cast<size_t>(t.rows));
-  ops.CopyToHost(t, raw.data());
-  return raw;
-}
 
 // MatMulGroup, MatMulAdd and MatMulSwiGlu against MatMul, Add and SwiGlu on the same device: the
 // fused GEMV launches (decode row counts) and the default sequences (more rows) give identical bits.

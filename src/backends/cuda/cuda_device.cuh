@@ -53,6 +53,8 @@ __device__ __forceinline__ uint4* DynamicSmem() {
 // True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
 // turned off with HYMT_PDL=0.
 bool PdlEnabled();
+// The current device's SM count (-1: unknown), asked once per device.
+int SmCount();
 
 // kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when pdl.
 template <typename... P, typename... A>

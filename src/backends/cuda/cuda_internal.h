@@ -140,10 +140,13 @@ struct GemvPart {
 };
 // True when the fast GEMV kernel takes this weight type and these shapes/alignments.
 bool GemvFastSupported(const WeightView& w, MatView x);
-// True for the weight types with an int8-activation GEMV (Q4_K, Q8_0).
+// True for the weight types with an int8-activation GEMV (Q4_K, Q6_K, Q8_0).
 bool GemvInt8Supported(DType t);
+// Blocks per SM of the int8-activation GEMV's grid (each block loops over row blocks); 0: one block per row
+// block; -1 (the start): HYMT_GEMV_BLOCKS_PER_SM, or 4. For tests and tuning.
+void SetGemvBlocksPerSm(int n);
 // out[t, n] = sum_k x[t, k] * W[n, k] * w.scale for t < x.rows <= kGemvMaxRows, reading W once.
-// out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K and Q8_0
+// out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K, Q6_K and Q8_0
 // weights take the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).
 void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
                 size_t act_scratch_bytes, cudaStream_t stream);

@@ -39,6 +39,7 @@
 // Q4_K and Q6_K read split layouts (cuda_internal.h): a warp's 32 threads load 512 contiguous quant bytes and
 // the 8 threads of a super-block read 128 contiguous activation bytes, so neither the weight nor the
 // activation loads waste L1 wavefronts.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -78,13 +79,14 @@ struct GemvArgs {
   int64_t x_stride;
   int n_tok;  // <= R
   int group;  // G: threads per row group
+  int64_t n_blocks;  // row blocks over all segments (GemvInt8Kernel's blocks loop over them)
   bool out_f32;
   GemvEpilogue epi;
 };
 
-// The segment a block works on, and the block's index within it.
-__device__ __forceinline__ const GemvSeg& BlockSeg(const GemvArgs& a, int64_t* block) {
-  const int64_t b = blockIdx.x;
+// The segment row block b (blockIdx.x, or a persistent block's current one) belongs to, and its index
+// within the segment.
+__device__ __forceinline__ const GemvSeg& BlockSeg(const GemvArgs& a, int64_t b, int64_t* block) {
   const int s = (a.n_seg > 2 && b >= a.seg[2].first_block) ? 2 : (a.n_seg > 1 && b >= a.seg[1].first_block ? 1 : 0);
   const GemvSeg& sg = s == 0 ? a.seg[0] : (s == 1 ? a.seg[1] : a.seg[2]);
   *block = b - sg.first_block;
@@ -191,7 +193,7 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = UnitsInFlight(RPT);
   int64_t block = 0;
-  const GemvSeg& sg = BlockSeg(a, &block);
+  const GemvSeg& sg = BlockSeg(a, blockIdx.x, &block);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
@@ -368,33 +370,39 @@ constexpr int Int8UnitsInFlight(int rpt) {
 // kSmemX: the block quantises the activation rows itself (QuantizeGroup, as QuantizeActKernel does) into
 // shared memory, n_tok * K * 1.5 bytes, instead of reading the rows QuantizeActKernel wrote: one launch
 // fewer per product, and the activation reads are shared-memory loads. xq and xds are then unused.
+// The grid may be smaller than a.n_blocks (GemvGrid): each block then works through row blocks
+// blockIdx.x, + gridDim.x, ..., so that its activation prologue serves several of them; the next row
+// block's first weights load before the current one's sums are reduced.
 template <DType T, int R, bool kPair, int RPT, bool kSmemX>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
   using F = Int8Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = Int8UnitsInFlight<T>(RPT);
-  int64_t block = 0;
-  const GemvSeg& sg = BlockSeg(a, &block);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
-  const int64_t N = sg.w.rows, K = sg.w.cols;
-  const int64_t row0 = (block * (kThreads / G) + grp) * RPT;
+  const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
   const int units = static_cast<int>(K / F::kUnitElems);
 
+  // Row block vb: its segment, first row and (clamped) rows; rows past N and tokens past n_tok read valid
+  // memory and are not stored.
+  int64_t vb = blockIdx.x;
+  const GemvSeg* sg = nullptr;
+  int64_t row0 = 0;
   int64_t rows[RPT];
+  auto enter = [&](int64_t b) {
+    int64_t block = 0;
+    sg = &BlockSeg(a, b, &block);
+    row0 = (block * (kThreads / G) + grp) * RPT;
 #pragma unroll
-  for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, N - 1);
-  float acc[kRows][R];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
+  };
+  enter(vb);
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
   typename F::Raw raw[kUnroll][kRows];
-  LoadUnits<F>(raw, sg.w, a.up, rows, lane_g, G, units);
+  LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
   PdlWait();
   PdlTrigger();
   if constexpr (kSmemX) {
@@ -417,22 +425,56 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     xqr[t] = xq + tt * K;
     xdr[t] = xds + tt * (K / 16);
   }
-  for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    if (u0 != lane_g) LoadUnits<F>(raw, sg.w, a.up, rows, u0, G, units);
+  while (true) {
+    float acc[kRows][R];
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int u = u0 + k * G;
-      if (u < units) {
+    for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const typename F::Ctx ctx = F::MakeCtx(raw[k][r], u);
+      for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+      if (u0 != lane_g) LoadUnits<F>(raw, sg->w, a.up, rows, u0, G, units);
 #pragma unroll
-          for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, u, xqr[t], xdr[t]);
+      for (int k = 0; k < kUnroll; ++k) {
+        const int u = u0 + k * G;
+        if (u < units) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            const typename F::Ctx ctx = F::MakeCtx(raw[k][r], u);
+#pragma unroll
+            for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, u, xqr[t], xdr[t]);
+          }
         }
       }
     }
+    const GemvSeg* done = sg;
+    const int64_t done_row0 = row0;
+    vb += gridDim.x;
+    const bool more = vb < a.n_blocks;
+    if (more) {
+      enter(vb);
+      LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
+    }
+    ReduceAndStore<RPT, R, kPair>(acc, a, *done, lane_g, grp, done_row0);
+    if (!more) break;
+    __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
   }
-  ReduceAndStore<RPT, R, kPair>(acc, a, sg, lane_g, grp, row0);
+}
+
+// Blocks per SM of the int8 kernel's grid, set by SetGemvBlocksPerSm (-1: HYMT_GEMV_BLOCKS_PER_SM, or 4).
+std::atomic<int> g_blocks_per_sm{-1};
+
+// The int8 kernel's grid: at most that many blocks per SM (0: no limit), each looping over row blocks.
+int64_t GemvGrid(int64_t n_blocks) {
+  static const int env_per_sm = [] {
+    const char* s = std::getenv("HYMT_GEMV_BLOCKS_PER_SM");
+    const int v = s != nullptr ? std::atoi(s) : 4;
+    return v >= 0 && v <= 64 ? v : 4;
+  }();
+  const int set = g_blocks_per_sm.load(std::memory_order_relaxed);
+  const int per_sm = set >= 0 ? set : env_per_sm;
+  const int sms = SmCount();
+  if (per_sm == 0 || sms <= 0) return n_blocks;
+  return std::min<int64_t>(n_blocks, static_cast<int64_t>(sms) * per_sm);
 }
 
 // The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
@@ -459,6 +501,7 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   a.group = group;
   a.out_f32 = out_f32;
   a.epi = epi;
+  a.n_blocks = total;
   *blocks = total;
   return a;
 }
@@ -521,14 +564,15 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   const GemvArgs a =
       Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
   const size_t smem = SmemXBytes(x.rows, K);
+  const unsigned grid = static_cast<unsigned>(GemvGrid(blocks));
   if (smem > 0) {
-    Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, true>, static_cast<unsigned>(blocks), kThreads, smem, stream, a,
+    Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, true>, grid, kThreads, smem, stream, a,
            static_cast<const int8_t*>(nullptr), static_cast<const float2*>(nullptr));
     return;
   }
   Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
          static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
-  Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, false>, static_cast<unsigned>(blocks), kThreads, 0, stream, a,
+  Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, false>, grid, kThreads, 0, stream, a,
          static_cast<const int8_t*>(xq), static_cast<const float2*>(xds));
 }
 
@@ -586,28 +630,45 @@ __global__ __launch_bounds__(128) void GemvSimpleKernel(WeightView w, MatView x,
 
 }  // namespace
 
+// The current device's compute capability (major) and SM count, asked once per device (-1: unknown).
+struct DeviceTraits {
+  int cc_major, sms;
+};
+DeviceTraits CurrentDeviceTraits() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return {-1, -1};
+  static std::atomic<int> cc_major[64], sm_count[64];  // 0: not asked yet
+  int cc = cc_major[dev].load(std::memory_order_acquire);
+  if (cc == 0) {
+    cudaDeviceProp prop;
+    const bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess;
+    sm_count[dev].store(ok ? prop.multiProcessorCount : -1, std::memory_order_relaxed);
+    cc = ok ? prop.major : -1;
+    cc_major[dev].store(cc, std::memory_order_release);
+  }
+  return {cc, sm_count[dev].load(std::memory_order_relaxed)};
+}
+
 bool PdlEnabled() {
   static const bool env_on = [] {
     const char* s = std::getenv("HYMT_PDL");
     return s == nullptr || std::strcmp(s, "0") != 0;
   }();
-  if (!env_on) return false;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  static std::atomic<int> cc_major[64];  // 0: not asked yet
-  int cc = cc_major[dev].load(std::memory_order_relaxed);
-  if (cc == 0) {
-    cudaDeviceProp prop;
-    cc = cudaGetDeviceProperties(&prop, dev) == cudaSuccess ? prop.major : -1;
-    cc_major[dev].store(cc, std::memory_order_relaxed);
-  }
-  return cc >= 9;
+  return env_on && CurrentDeviceTraits().cc_major >= 9;
+}
+
+int SmCount() {
+  return CurrentDeviceTraits().sms;
 }
 
 bool GemvFastSupported(const WeightView& w, MatView x) {
   const int unit = FmtUnitElems(w.dtype);
   return unit > 0 && w.cols % unit == 0 && x.stride % 8 == 0 &&
          reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+}
+
+void SetGemvBlocksPerSm(int n) {
+  g_blocks_per_sm.store(n, std::memory_order_relaxed);
 }
 
 bool GemvInt8Supported(DType t) {
