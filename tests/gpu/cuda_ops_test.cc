@@ -550,7 +550,9 @@ TEST_F(CudaOpsTest, EmbedEveryFormat) {
 
 TEST_F(CudaOpsTest, RmsNorm) {
   for (int64_t rows : {1, 3, 17, 64}) {
-    for (int64_t cols : {64, 200, 4096}) {
+    // 16-byte chunks of 1, 2 and 4 per thread (64 .. 5000), and the scalar kernel (36: not a multiple of 8;
+    // 10000: more than 4 chunks per thread).
+    for (int64_t cols : {36, 64, 200, 4096, 5000, 10000}) {
       for (DType wt : {DType::kF32, DType::kBF16}) {
         const uint64_t seed = NextSeed();
         SCOPED_TRACE(StrCat("rows ", rows, " cols ", cols, " weight ", DTypeName(wt), " seed ", seed));
