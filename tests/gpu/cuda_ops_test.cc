@@ -1241,6 +1241,27 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
         EXPECT_EQ(RawUnits(*ops_, g1.t), RawUnits(*ops_, g2.t)) << "swiglu";
         EXPECT_TRUE(PaddingIntact(g1.t));
 
+        // RMSNorm, then q, k, v and then gate and up: the int8 GEMVs normalise inside their activation pass
+        // (h is then not written at all) and must give the bits of RmsNorm followed by the products.
+        const DType nt = k == 256 ? DType::kF32 : DType::kBF16;
+        const std::vector<uint8_t> nb = RandomWeightBytes(rng, nt, 1, k);
+        const Weight nw = ops_->PrepareWeight(HostWeight("norm", nt, 1, k, nb.data()));
+        DevTensor h1 = NewTensor(rows, k), h2 = NewTensor(rows, k);
+        const std::vector<uint16_t> poison = RawUnits(*ops_, h1.t);
+        ops_->NormMatMulGroup(dx.t, nw, 1e-5f, h1.t, ws, outs);
+        ops_->RmsNorm(dx.t, nw, 1e-5f, h2.t);
+        ops_->MatMulGroup(h2.t, ws, std::span<const Tensor>({q2.t, k2.t, v2.t}));
+        EXPECT_EQ(RawUnits(*ops_, q1.t), RawUnits(*ops_, q2.t)) << "norm q";
+        EXPECT_EQ(RawUnits(*ops_, k1.t), RawUnits(*ops_, k2.t)) << "norm k";
+        EXPECT_EQ(RawUnits(*ops_, v1.t), RawUnits(*ops_, v2.t)) << "norm v";
+        const bool int8 = t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ6_K;
+        if (int8 && rows <= 2) EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "the norm was not fused";
+        ops_->NormMatMulSwiGlu(dx.t, nw, 1e-5f, h1.t, wg, wu, up1.t, g1.t);
+        ops_->RmsNorm(dx.t, nw, 1e-5f, h2.t);
+        ops_->MatMulSwiGlu(h2.t, wg, wu, up2.t, g2.t);
+        EXPECT_EQ(RawUnits(*ops_, g1.t), RawUnits(*ops_, g2.t)) << "norm swiglu";
+        if (int8 && rows == 1) EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "the norm was not fused (swiglu)";
+
         // residual += x * down^T.
         const std::vector<float> res = RandomBf16(rng, static_cast<size_t>(rows * 48), 3.0f);
         DevTensor r1 = Input(res, rows, 48, 48 + 16), r2 = Input(res, rows, 48, 48 + 16);

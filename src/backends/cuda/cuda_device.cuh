@@ -172,6 +172,26 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return WarpSum(t);
 }
 
+// 1 / RMS of a bf16 row of `cols` values (cols % 8 == 0, xr 16-byte aligned) for the whole block: each
+// thread sums the squares of its 8-value chunks threadIdx.x, + blockDim.x, ... in order, then BlockSum.
+// RmsNormVecKernel sums in the same order, and so does the GEMV's fused norm (identical bits).
+__device__ __forceinline__ float RowRmsInv(const uint16_t* xr, int64_t cols, float eps, float* scratch) {
+  float ss = 0.0f;
+  for (int64_t c8 = threadIdx.x; c8 < cols / 8; c8 += blockDim.x) {
+    float v[8];
+    LoadBf16x8(xr + 8 * c8, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss = fmaf(v[j], v[j], ss);
+  }
+  ss = BlockSum(ss, scratch);
+  return rsqrtf(ss / static_cast<float>(cols) + eps);
+}
+
+// One normalised value as RmsNorm stores it: bf16(bf16(x * inv) * g).
+__device__ __forceinline__ float RmsNormValue(float x, float inv, float g) {
+  return Bf16ToF32(F32ToBf16(Bf16ToF32(F32ToBf16(x * inv)) * g));
+}
+
 // Element i of a KV cache pool of type T (bf16, f16 or f32) set from a bf16 value.
 template <DType T>
 __device__ __forceinline__ void StoreKv(void* pool, int64_t i, uint16_t bf16) {

@@ -80,6 +80,9 @@ struct GemvArgs {
   int n_tok;  // <= R
   int group;  // G: threads per row group
   int64_t n_blocks;  // row blocks over all segments (GemvInt8Kernel's blocks loop over them)
+  WeightView norm;    // has_norm: x is first normalised as RmsNorm(x, norm, norm_eps) would
+  float norm_eps;
+  bool has_norm;
   bool out_f32;
   GemvEpilogue epi;
 };
@@ -253,12 +256,9 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   ReduceAndStore<RPT, R, kPair>(acc, a, sg, lane_g, grp, row0);
 }
 
-// One group of 16 activations for the int8 path: bf16 x[0..16) -> int8 q[0..16) and {dx, dx * sum q} with
-// dx = max|x| / 127.
-__device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, float2* ds) {
-  float v[16];
-  LoadBf16x8(x, v);
-  LoadBf16x8(x + 8, v + 8);
+// One group of 16 activations for the int8 path: v[0..16) -> int8 q[0..16) and {dx, dx * sum q} with
+// dx = max|v| / 127.
+__device__ __forceinline__ void QuantizeValues(const float (&v)[16], int8_t* q, float2* ds) {
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
@@ -273,6 +273,13 @@ __device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, floa
   }
   St16(q, make_uint4(words[0], words[1], words[2], words[3]));
   *ds = make_float2(dx, dx * static_cast<float>(sum));
+}
+// The same for bf16 x[0..16).
+__device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, float2* ds) {
+  float v[16];
+  LoadBf16x8(x, v);
+  LoadBf16x8(x + 8, v + 8);
+  QuantizeValues(v, q, ds);
 }
 
 // Activation rows for the int8 path: x bf16 [n_tok, K] -> q int8 [n_tok, K] and, per 16 values,
@@ -409,9 +416,28 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     int8_t* sq = reinterpret_cast<int8_t*>(DynamicSmem());
     float2* sd = reinterpret_cast<float2*>(sq + a.n_tok * K);  // K % 32 == 0: 16-byte aligned
     const int64_t groups = K / 16;
+    __shared__ float norm_scratch[32], norm_inv[kGemvMaxRows];
+    if (a.has_norm) {
+      for (int t = 0; t < a.n_tok; ++t) {
+        const float inv = RowRmsInv(a.x + t * a.x_stride, K, a.norm_eps, norm_scratch);
+        if (threadIdx.x == 0) norm_inv[t] = inv;
+      }
+      __syncthreads();
+    }
     for (int64_t i = threadIdx.x; i < a.n_tok * groups; i += kThreads) {
       const int64_t t = i / groups, g = i % groups;
-      QuantizeGroup(a.x + t * a.x_stride + 16 * g, sq + t * K + 16 * g, sd + i);
+      const uint16_t* xg = a.x + t * a.x_stride + 16 * g;
+      if (a.has_norm) {
+        float v[16];
+        LoadBf16x8(xg, v);
+        LoadBf16x8(xg + 8, v + 8);
+        const float inv = norm_inv[t];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 16 * g + j));
+        QuantizeValues(v, sq + t * K + 16 * g, sd + i);
+      } else {
+        QuantizeGroup(xg, sq + t * K + 16 * g, sd + i);
+      }
     }
     __syncthreads();
     xq = sq;
@@ -555,15 +581,20 @@ size_t SmemXBytes(int64_t rows, int64_t K) {
 
 template <DType T, int R, bool kPair, int RPT>
 void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-                void* scratch, cudaStream_t stream) {
+                void* scratch, cudaStream_t stream, const GemvNorm* norm) {
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
   const bool pdl = PdlEnabled();
   int64_t blocks = 0;
-  const GemvArgs a =
-      Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  GemvArgs a = Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  if (norm != nullptr) {
+    a.norm = norm->w;
+    a.norm_eps = norm->eps;
+    a.has_norm = true;
+  }
   const size_t smem = SmemXBytes(x.rows, K);
+  HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
   const unsigned grid = static_cast<unsigned>(GemvGrid(blocks));
   if (smem > 0) {
     Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, true>, grid, kThreads, smem, stream, a,
@@ -588,13 +619,13 @@ void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvE
 }
 template <DType T, int R>
 void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const GemvNorm* norm) {
   if (R == 1 && GemvRpt1(T) == 2)
-    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream);
+    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
   else if (R == 1 && GemvRpt1(T) == 4)
-    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream);
+    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
   else
-    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream);
+    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
 }
 
 // Calls f.template operator()<R>() with R the kernel's token rows for n rows (1, 2, 4 or 8).
@@ -679,8 +710,18 @@ size_t GemvActScratchBytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(rows * cols) + static_cast<size_t>(rows * (cols / 16)) * sizeof(float2);
 }
 
+bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes) {
+  static const bool on = [] {
+    const char* s = std::getenv("HYMT_FUSE_NORM");
+    return s == nullptr || std::strcmp(s, "0") != 0;
+  }();
+  return on && GemvInt8Supported(t) && rows >= 1 && rows <= kGemvMaxRows && cols % 8 == 0 &&
+         act_scratch_bytes >= GemvActScratchBytes(rows, cols) && SmemXBytes(rows, cols) > 0;
+}
+
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream) {
+                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
+                     const GemvNorm* norm) {
   HYMT_CUDA_EXPECT(x.rows >= 1 && x.rows <= kGemvMaxRows, x.rows, " rows");
   HYMT_CUDA_EXPECT(!parts.empty() && parts.size() <= static_cast<size_t>(kGemvMaxParts), parts.size(), " parts");
   HYMT_CUDA_EXPECT(!out_f32 || epi == GemvEpilogue::kStore, "an f32 output takes no epilogue");
@@ -696,16 +737,19 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
   const DType t = parts[0].w.dtype;
   const bool int8 = GemvInt8Supported(t) && act_scratch != nullptr &&
                     GemvActScratchBytes(x.rows, parts[0].w.cols) <= act_scratch_bytes;
+  HYMT_CUDA_EXPECT(norm == nullptr || (act_scratch != nullptr &&
+                                       GemvNormFusable(t, x.rows, parts[0].w.cols, act_scratch_bytes)),
+                   "a fused RMSNorm needs the int8 kernel's own activation pass");
   if (pair) {
     // One token row only: a group holding gate and up rows for more tokens needs more registers than
     // keep the SM occupied (over 100 at two rows).
     HYMT_CUDA_EXPECT(x.rows == 1, "the SwiGLU GEMV takes one token row, not ", x.rows);
     if (int8 && t == DType::kQ4_K)
-      LaunchInt8<DType::kQ4_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
+      LaunchInt8<DType::kQ4_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     else if (int8 && t == DType::kQ6_K)
-      LaunchInt8<DType::kQ6_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
+      LaunchInt8<DType::kQ6_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     else if (int8)
-      LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
+      LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     const bool ok =
         int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true, 1>(parts, x, out_f32, epi, up, stream); });
     HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
@@ -714,11 +758,11 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
   if (int8) {
     DispatchRows(x.rows, [&]<int R>() {
       if (t == DType::kQ4_K)
-        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream);
+        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
       else if (t == DType::kQ6_K)
-        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream);
+        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
       else
-        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream);
+        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
     });
     return;
   }

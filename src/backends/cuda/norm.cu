@@ -46,6 +46,7 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, Weig
   const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
   uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
   const int64_t n8 = x.cols / 8;
+  // The sum of squares as RowRmsInv (the GEMV's fused norm) takes it: chunk by chunk, in order.
   float v[kChunks][8];
   float ss = 0.0f;
 #pragma unroll
@@ -72,7 +73,7 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, Weig
       }
       float r[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) r[j] = Bf16ToF32(F32ToBf16(v[i][j] * inv)) * g[j];
+      for (int j = 0; j < 8; ++j) r[j] = RmsNormValue(v[i][j], inv, g[j]);
       St16(o + 8 * c8, make_uint4(PackBf16(r[0], r[1]), PackBf16(r[2], r[3]), PackBf16(r[4], r[5]),
                                   PackBf16(r[6], r[7])));
     }
