@@ -1255,12 +1255,16 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
         EXPECT_EQ(RawUnits(*ops_, k1.t), RawUnits(*ops_, k2.t)) << "norm k";
         EXPECT_EQ(RawUnits(*ops_, v1.t), RawUnits(*ops_, v2.t)) << "norm v";
         const bool int8 = t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ6_K;
-        if (int8 && rows <= 2) EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "the norm was not fused";
+        if (int8 && rows <= 2) {
+          EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "the norm was not fused";
+        }
         ops_->NormMatMulSwiGlu(dx.t, nw, 1e-5f, h1.t, wg, wu, up1.t, g1.t);
         ops_->RmsNorm(dx.t, nw, 1e-5f, h2.t);
         ops_->MatMulSwiGlu(h2.t, wg, wu, up2.t, g2.t);
         EXPECT_EQ(RawUnits(*ops_, g1.t), RawUnits(*ops_, g2.t)) << "norm swiglu";
-        if (int8 && rows == 1) EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "the norm was not fused (swiglu)";
+        if (int8 && rows == 1) {
+          EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "the norm was not fused (swiglu)";
+        }
 
         // residual += x * down^T.
         const std::vector<float> res = RandomBf16(rng, static_cast<size_t>(rows * 48), 3.0f);
