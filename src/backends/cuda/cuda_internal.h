@@ -152,8 +152,8 @@ void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void*
                 size_t act_scratch_bytes, cudaStream_t stream);
 // The same for up to kGemvMaxParts weights of one type and width over the same x, in one launch, with an
 // epilogue: kAdd adds into each part's out (bf16); kSwiGlu takes one part (the gate) and `up` (same shape).
-// With `norm`, x is first normalised as RmsNorm(x, norm->w, norm->eps) would (identical bits), inside the
-// int8 kernel's own activation pass: only where GemvNormFusable says so.
+// With `norm`, x is first normalised as RmsNorm(x, norm->w, norm->eps) would (identical bits), by every
+// block into shared memory: only where GemvNormFusable says so.
 struct GemvNorm {
   WeightView w;
   float eps;
@@ -162,7 +162,8 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
                      const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
                      const GemvNorm* norm = nullptr);
 // True when LaunchGemvParts can fuse the RMSNorm for this weight type, rows (one pass) and width: the
-// int8 kernels with their activation pass in shared memory (HYMT_FUSE_NORM=0 turns it off).
+// normalised rows fit in shared memory (46 KiB; int8 activations, or bf16 for the other types).
+// HYMT_FUSE_NORM=0 turns it off.
 bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes);
 size_t GemvActScratchBytes(int64_t rows, int64_t cols);
 // The simple reference kernel (any row count, any alignment): one block per output element.

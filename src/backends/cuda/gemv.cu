@@ -190,70 +190,113 @@ __device__ __forceinline__ void LoadUnits(typename F::Raw (&raw)[kUnroll][kRows]
   }
 }
 
-template <DType T, int R, bool kPair, int RPT>
+// kNorm: the activation rows are first normalised as RmsNorm would (a.norm; identical bits) into shared
+// memory, n_tok * K bf16, by every block; the grid is then smaller than a.n_blocks (GemvGrid) and each
+// block works through row blocks blockIdx.x, + gridDim.x, ..., so that its prologue serves several. Without
+// it there is one block per row block and the loop below runs once.
+template <DType T, int R, bool kPair, int RPT, bool kNorm>
 __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   using F = Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = UnitsInFlight(RPT);
-  int64_t block = 0;
-  const GemvSeg& sg = BlockSeg(a, blockIdx.x, &block);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
-  const int64_t N = sg.w.rows;
-  const int64_t row0 = (block * (kThreads / G) + grp) * RPT;
-  const int units = static_cast<int>(sg.w.cols / F::kUnitElems);
+  const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
+  const int units = static_cast<int>(K / F::kUnitElems);
 
-  // Rows past N and tokens past n_tok read valid memory (clamped) and are not stored.
+  // Row block vb: its segment, first row and rows; rows past N and tokens past n_tok read valid memory
+  // (clamped) and are not stored.
+  int64_t vb = blockIdx.x;
+  const GemvSeg* sg = nullptr;
+  int64_t row0 = 0;
   int64_t rows[RPT];
+  auto enter = [&](int64_t b) {
+    int64_t block = 0;
+    sg = &BlockSeg(a, b, &block);
+    row0 = (block * (kThreads / G) + grp) * RPT;
 #pragma unroll
-  for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, N - 1);
-  const uint16_t* xr[R];
-#pragma unroll
-  for (int t = 0; t < R; ++t) xr[t] = a.x + static_cast<int64_t>(min(t, a.n_tok - 1)) * a.x_stride;
-
-  float acc[kRows][R];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
+  };
+  enter(vb);
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
   typename F::Raw raw[kUnroll][kRows];
-  LoadUnits<F>(raw, sg.w, a.up, rows, lane_g, G, units);
+  LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
   PdlWait();
   PdlTrigger();
-  for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    if (u0 != lane_g) LoadUnits<F>(raw, sg.w, a.up, rows, u0, G, units);
+  const uint16_t* x = a.x;
+  int64_t x_stride = a.x_stride;
+  if constexpr (kNorm) {
+    uint16_t* sh = reinterpret_cast<uint16_t*>(DynamicSmem());
+    __shared__ float norm_scratch[32];
+    for (int t = 0; t < a.n_tok; ++t) {
+      const uint16_t* xt = a.x + t * a.x_stride;
+      const float inv = RowRmsInv(xt, K, a.norm_eps, norm_scratch);
+      for (int64_t c8 = threadIdx.x; c8 < K / 8; c8 += kThreads) {
+        float v[8];
+        LoadBf16x8(xt + 8 * c8, v);
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int u = u0 + k * G;
-      if (u < units) {
-        typename F::Ctx ctx[kRows];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) ctx[r] = F::MakeCtx(raw[k][r], u);
-        StaticFor<0, F::kPieces>([&](auto pc) {
-          constexpr int p = decltype(pc)::value;
-          const int col = F::PieceCol(u, p);
-          float wv[kRows][8];
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) F::template Dequant<p>(raw[k][r], ctx[r], u, wv[r]);
-#pragma unroll
-          for (int t = 0; t < R; ++t) {
-            float xv[8];
-            LoadBf16x8(xr[t] + col, xv);
-#pragma unroll
-            for (int r = 0; r < kRows; ++r)
-#pragma unroll
-              for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(wv[r][i], xv[i], acc[r][t]);
-          }
-        });
+        for (int j = 0; j < 8; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 8 * c8 + j));
+        St16(sh + t * K + 8 * c8, make_uint4(PackBf16(v[0], v[1]), PackBf16(v[2], v[3]), PackBf16(v[4], v[5]),
+                                             PackBf16(v[6], v[7])));
       }
     }
+    __syncthreads();
+    x = sh;
+    x_stride = K;
   }
+  const uint16_t* xr[R];
+#pragma unroll
+  for (int t = 0; t < R; ++t) xr[t] = x + static_cast<int64_t>(min(t, a.n_tok - 1)) * x_stride;
 
-  ReduceAndStore<RPT, R, kPair>(acc, a, sg, lane_g, grp, row0);
+  while (true) {
+    float acc[kRows][R];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+      if (u0 != lane_g) LoadUnits<F>(raw, sg->w, a.up, rows, u0, G, units);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int u = u0 + k * G;
+        if (u < units) {
+          typename F::Ctx ctx[kRows];
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) ctx[r] = F::MakeCtx(raw[k][r], u);
+          StaticFor<0, F::kPieces>([&](auto pc) {
+            constexpr int p = decltype(pc)::value;
+            const int col = F::PieceCol(u, p);
+            float wv[kRows][8];
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) F::template Dequant<p>(raw[k][r], ctx[r], u, wv[r]);
+#pragma unroll
+            for (int t = 0; t < R; ++t) {
+              float xv[8];
+              LoadBf16x8(xr[t] + col, xv);
+#pragma unroll
+              for (int r = 0; r < kRows; ++r)
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(wv[r][i], xv[i], acc[r][t]);
+            }
+          });
+        }
+      }
+    }
+    const GemvSeg* done = sg;
+    const int64_t done_row0 = row0;
+    vb += gridDim.x;
+    const bool more = vb < a.n_blocks;
+    if (more) {
+      enter(vb);
+      LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
+    }
+    ReduceAndStore<RPT, R, kPair>(acc, a, *done, lane_g, grp, done_row0);
+    if (!more) break;
+    __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
+  }
 }
 
 // One group of 16 activations for the int8 path: v[0..16) -> int8 q[0..16) and {dx, dx * sum q} with
@@ -559,12 +602,29 @@ int GemvRpt1(DType t) {
   }
 }
 
+// Shared memory of the float kernel's fused norm (bf16 rows), or 0 where it would exceed 46 KiB (see
+// SmemXBytes).
+size_t SmemNormBytes(int64_t rows, int64_t K) {
+  const size_t bytes = static_cast<size_t>(rows * K * 2);
+  return bytes <= 46 * 1024 ? bytes : 0;
+}
+
 template <DType T, int R, bool kPair, int RPT>
 void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-             cudaStream_t stream) {
+             cudaStream_t stream, const GemvNorm* norm) {
   int64_t blocks = 0;
-  const GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
-  Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
+  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  if (norm == nullptr) {
+    Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT, false>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
+    return;
+  }
+  const size_t smem = SmemNormBytes(x.rows, parts[0].w.cols);
+  HYMT_CUDA_EXPECT(smem > 0, "a fused RMSNorm over ", x.rows, " rows of ", parts[0].w.cols);
+  a.norm = norm->w;
+  a.norm_eps = norm->eps;
+  a.has_norm = true;
+  Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT, true>, static_cast<unsigned>(GemvGrid(blocks)), kThreads, smem,
+         stream, a);
 }
 
 // Shared memory the int8 kernel's own activation quantisation (kSmemX) takes; it is used while this stays
@@ -609,13 +669,14 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
 
 // The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1(T).
 template <DType T, int R>
-void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream) {
+void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream,
+                 const GemvNorm* norm) {
   if (R == 1 && GemvRpt1(T) == 2)
-    LaunchT<T, R, false, 2>(parts, x, out_f32, epi, nullptr, stream);
+    LaunchT<T, R, false, 2>(parts, x, out_f32, epi, nullptr, stream, norm);
   else if (R == 1 && GemvRpt1(T) == 4)
-    LaunchT<T, R, false, (T == DType::kQ6_K ? 2 : 4)>(parts, x, out_f32, epi, nullptr, stream);
+    LaunchT<T, R, false, (T == DType::kQ6_K ? 2 : 4)>(parts, x, out_f32, epi, nullptr, stream, norm);
   else
-    LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream);
+    LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream, norm);
 }
 template <DType T, int R>
 void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
@@ -715,8 +776,9 @@ bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_byt
     const char* s = std::getenv("HYMT_FUSE_NORM");
     return s == nullptr || std::strcmp(s, "0") != 0;
   }();
-  return on && GemvInt8Supported(t) && rows >= 1 && rows <= kGemvMaxRows && cols % 8 == 0 &&
-         act_scratch_bytes >= GemvActScratchBytes(rows, cols) && SmemXBytes(rows, cols) > 0;
+  if (!on || rows < 1 || rows > kGemvMaxRows || cols % 8 != 0 || FmtUnitElems(t) == 0) return false;
+  const bool int8 = GemvInt8Supported(t) && act_scratch_bytes >= GemvActScratchBytes(rows, cols);
+  return int8 ? SmemXBytes(rows, cols) > 0 : SmemNormBytes(rows, cols) > 0;
 }
 
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
@@ -737,9 +799,9 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
   const DType t = parts[0].w.dtype;
   const bool int8 = GemvInt8Supported(t) && act_scratch != nullptr &&
                     GemvActScratchBytes(x.rows, parts[0].w.cols) <= act_scratch_bytes;
-  HYMT_CUDA_EXPECT(norm == nullptr || (act_scratch != nullptr &&
-                                       GemvNormFusable(t, x.rows, parts[0].w.cols, act_scratch_bytes)),
-                   "a fused RMSNorm needs the int8 kernel's own activation pass");
+  HYMT_CUDA_EXPECT(norm == nullptr ||
+                       GemvNormFusable(t, x.rows, parts[0].w.cols, act_scratch != nullptr ? act_scratch_bytes : 0),
+                   "no fused RMSNorm for ", x.rows, " rows of ", parts[0].w.cols, " ", DTypeName(t));
   if (pair) {
     // One token row only: a group holding gate and up rows for more tokens needs more registers than
     // keep the SM occupied (over 100 at two rows).
@@ -751,7 +813,7 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
     else if (int8)
       LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     const bool ok =
-        int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true, 1>(parts, x, out_f32, epi, up, stream); });
+        int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true, 1>(parts, x, out_f32, epi, up, stream, norm); });
     HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
     return;
   }
@@ -767,7 +829,7 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
     return;
   }
   const bool ok = DispatchFmt(t, [&]<DType T>() {
-    DispatchRows(x.rows, [&]<int R>() { LaunchFloat<T, R>(parts, x, out_f32, epi, stream); });
+    DispatchRows(x.rows, [&]<int R>() { LaunchFloat<T, R>(parts, x, out_f32, epi, stream, norm); });
   });
   HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
 }
