@@ -118,7 +118,7 @@ if has kprof && [[ -f $R7B/config.json && -x $HYMT ]]; then
     m=$W/r7b-$f.gguf; [[ $f == bf16 ]] && m=$R7B
     [[ -e $m && -n $NCU ]] || continue
     for g in 1 9; do
-      stage kprof_${f}_$g 120 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv \
+      stage kprof_${f}_$g 50 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv \
         --log-file "$W/kprof_${f}_$g.csv" "$HYMT" bench --model "$m" --device cuda --batches 1 \
         --prompt 48 --gen $g --prefill-seqs 1 --prefill-len 48 --cuda-graphs off
       python3 tools/device/kprof.py "$W/kprof_${f}_$g.csv" > "$W/kprof_${f}_$g.txt" 2>&1
