@@ -1241,8 +1241,12 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
         EXPECT_EQ(RawUnits(*ops_, g1.t), RawUnits(*ops_, g2.t)) << "swiglu";
         EXPECT_TRUE(PaddingIntact(g1.t));
 
-        // RMSNorm, then q, k, v and then gate and up: the GEMVs normalise x themselves (h is then not written
-        // at all) and must give the bits of RmsNorm followed by the products.
+        // RMSNorm, then q, k, v and then gate and up, with the fusion turned on: the GEMVs normalise x
+        // themselves (h is then not written at all) and must give the bits of RmsNorm followed by the products.
+        struct FuseNorm {
+          FuseNorm() { cuda::SetGemvFuseNorm(1); }
+          ~FuseNorm() { cuda::SetGemvFuseNorm(-1); }
+        } fuse_norm;
         const DType nt = k == 256 ? DType::kF32 : DType::kBF16;
         const std::vector<uint8_t> nb = RandomWeightBytes(rng, nt, 1, k);
         const Weight nw = ops_->PrepareWeight(HostWeight("norm", nt, 1, k, nb.data()));

@@ -4,7 +4,7 @@
 # against transformers, and runs hymt and transformers side by side at the 7B shape. Stages are
 # independent and time-boxed; the whole call stays under BUDGET seconds. Results go to $OUT.
 #   tools/device/gpu_run.sh [STAGES]   STAGES: comma-separated subset of
-#       fixtures,gpu,tune,random,parity,cpuparity,hfbench,hymtbench,ab,kprof,profile,demo,budgets
+#       fixtures,gpu,tune,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
 #       (default: all but profile and budgets)
 set -u
 export PYTHONUNBUFFERED=1
@@ -107,23 +107,6 @@ if has ab && [[ -f $R7B/config.json && -x $HYMT ]]; then
     name=ab_${f}_${v:-default}; name=${name//=/_}
     stage "$name" 40 env $v "$HYMT" bench --model "$m" --device cuda --batches 1 --prompt 48 --gen 128 \
       --prefill-seqs 1 --prefill-len 48 --json "$W/$name.json"
-  done
-fi
-# Nsight Compute over a short eager decode (KPROF formats): each kernel's time alone, grouped by kernel
-# (tools/device/kprof.py). The decode-only part is the difference between --gen 9 and --gen 1 runs.
-if has kprof && [[ -f $R7B/config.json && -x $HYMT ]]; then
-  wait $QPID 2>/dev/null
-  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  for f in ${KPROF:-bf16 q4_k_m}; do
-    m=$W/r7b-$f.gguf; [[ $f == bf16 ]] && m=$R7B
-    [[ -e $m && -n $NCU ]] || continue
-    for g in 1 9; do
-      stage kprof_${f}_$g 50 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv \
-        --log-file "$W/kprof_${f}_$g.csv" "$HYMT" bench --model "$m" --device cuda --batches 1 \
-        --prompt 48 --gen $g --prefill-seqs 1 --prefill-len 48 --cuda-graphs off
-      python3 tools/device/kprof.py "$W/kprof_${f}_$g.csv" > "$W/kprof_${f}_$g.txt" 2>&1
-      head -40 "$W/kprof_${f}_$g.txt" | cut -c1-150 >> "$W/summary.txt"
-    done
   done
 fi
 # Nsight Systems over a bf16 bench (batch-1 decode, one 2,048-token prefill): time per kernel.

@@ -161,10 +161,14 @@ struct GemvNorm {
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
                      const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
                      const GemvNorm* norm = nullptr);
-// True when LaunchGemvParts can fuse the RMSNorm for this weight type, rows (one pass) and width: the
-// normalised rows fit in shared memory (46 KiB; int8 activations, or bf16 for the other types).
-// HYMT_FUSE_NORM=0 turns it off.
+// True when LaunchGemvParts can fuse the RMSNorm for this weight type, rows (one pass) and width: fusion is
+// on and the normalised rows fit in shared memory (46 KiB; int8 activations, or bf16 for the other types).
+// Fusion is off by default: on an H200 at the 7B shape a separate (vectorised) RmsNorm launch is faster
+// than every block normalising the row again (batch-1 decode bf16 207 vs 227 tok/s, q4_k_m 349 vs 367,
+// q8_0 290 vs 300; docs/BENCHMARKS.md). HYMT_FUSE_NORM=1 or SetGemvFuseNorm(1) turns it on, 0 off, -1
+// back to the environment's choice.
 bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes);
+void SetGemvFuseNorm(int on);
 size_t GemvActScratchBytes(int64_t rows, int64_t cols);
 // The simple reference kernel (any row count, any alignment): one block per output element.
 void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream);

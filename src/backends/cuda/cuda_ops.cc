@@ -671,8 +671,8 @@ class CudaOpsImpl final : public CudaOps {
     if (!GroupGemv(x, nullptr, 0.0f, ws, outs)) Ops::MatMulGroup(x, ws, outs);
   }
 
-  // The fused norm runs inside the int8 GEMV's activation pass (GemvNormFusable); elsewhere RmsNorm and
-  // the fused products run one after the other.
+  // With fusion on (GemvNormFusable), every GEMV block normalises x itself; otherwise RmsNorm and the fused
+  // products run one after the other.
   void NormMatMulGroup(const Tensor& x, const Weight& norm, float eps, Tensor h, std::span<const Weight* const> ws,
                        std::span<const Tensor> outs) override {
     if (!GroupGemv(x, &norm, eps, ws, outs)) Ops::NormMatMulGroup(x, norm, eps, h, ws, outs);

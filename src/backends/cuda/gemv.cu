@@ -771,11 +771,21 @@ size_t GemvActScratchBytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(rows * cols) + static_cast<size_t>(rows * (cols / 16)) * sizeof(float2);
 }
 
+// Whether GEMVs fuse the RMSNorm before them, set by SetGemvFuseNorm (-1: HYMT_FUSE_NORM=1 turns it on;
+// off by default, see cuda_internal.h).
+std::atomic<int> g_fuse_norm{-1};
+
+void SetGemvFuseNorm(int on) {
+  g_fuse_norm.store(on, std::memory_order_relaxed);
+}
+
 bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes) {
-  static const bool on = [] {
+  static const bool env_on = [] {
     const char* s = std::getenv("HYMT_FUSE_NORM");
-    return s == nullptr || std::strcmp(s, "0") != 0;
+    return s != nullptr && std::strcmp(s, "1") == 0;
   }();
+  const int set = g_fuse_norm.load(std::memory_order_relaxed);
+  const bool on = set >= 0 ? set != 0 : env_on;
   if (!on || rows < 1 || rows > kGemvMaxRows || cols % 8 != 0 || FmtUnitElems(t) == 0) return false;
   const bool int8 = GemvInt8Supported(t) && act_scratch_bytes >= GemvActScratchBytes(rows, cols);
   return int8 ? SmemXBytes(rows, cols) > 0 : SmemNormBytes(rows, cols) > 0;
