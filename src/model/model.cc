@@ -54,12 +54,10 @@ void HunyuanModel::ForwardLayer(const LayerWeights& w, Ops& ops, const KvLayerVi
   Tensor q = a.q.Rows(0, n), k = a.k.Rows(0, n), v = a.v.Rows(0, n), attn = a.attn.Rows(0, n);
   Tensor gate = a.gate.Rows(0, n), up = a.up.Rows(0, n);
 
-  // 1. h = RMSNorm(x) * input_layernorm
-  ops.RmsNorm(x, w.attn_norm, c.rms_eps, h);
-  // 2. q, k, v projections
+  // 1-2. h = RMSNorm(x) * input_layernorm; q, k, v projections of h
   const Weight* qkv[] = {&w.wq, &w.wk, &w.wv};
   const Tensor qkv_out[] = {q, k, v};
-  ops.MatMulGroup(h, qkv, qkv_out);
+  ops.NormMatMulGroup(x, w.attn_norm, c.rms_eps, h, qkv, qkv_out);
   // 3-4. rotate-half RoPE at each token's position, then the per-head q/k RMSNorm (after RoPE); the
   // cache stores k after its norm
   ops.RopeNormKvWrite(q, k, v, c.n_heads, w.rope_inv_freq, &w.q_norm, &w.k_norm, c.rms_eps, kv);
@@ -67,8 +65,7 @@ void HunyuanModel::ForwardLayer(const LayerWeights& w, Ops& ops, const KvLayerVi
   ops.Attention(q, kv, c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), attn);
   ops.MatMulAdd(attn, w.wo, proj, x);
   // 6. x += down(silu(gate(h)) * up(h)) with h = RMSNorm(x) * post_attention_layernorm
-  ops.RmsNorm(x, w.ffn_norm, c.rms_eps, h);
-  ops.MatMulSwiGlu(h, w.gate, w.up, up, gate);
+  ops.NormMatMulSwiGlu(x, w.ffn_norm, c.rms_eps, h, w.gate, w.up, up, gate);
   ops.MatMulAdd(gate, w.down, proj, x);
 }
 

@@ -197,6 +197,13 @@ class Ops {
   // out = silu(x · gateᵀ) * (x · upᵀ): MatMul(x, gate, out), MatMul(x, up, up_scratch), then
   // SwiGlu(out, up_scratch, out). up_scratch's contents are undefined afterwards.
   virtual void MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch, Tensor out);
+  // RmsNorm(x, norm, eps, h), then MatMulGroup(h, ws, outs). h's contents are undefined afterwards (a
+  // backend may normalise x inside the products instead of writing h).
+  virtual void NormMatMulGroup(const Tensor& x, const Weight& norm, float eps, Tensor h,
+                               std::span<const Weight* const> ws, std::span<const Tensor> outs);
+  // RmsNorm(x, norm, eps, h), then MatMulSwiGlu(h, gate, up, up_scratch, out); h as above.
+  virtual void NormMatMulSwiGlu(const Tensor& x, const Weight& norm, float eps, Tensor h, const Weight& gate,
+                                const Weight& up, Tensor up_scratch, Tensor out);
   // RopeNorm(q, n_heads, ..., q_norm), RopeNorm(k, kv.n_kv_heads, ..., k_norm), then KvWrite(k, v, kv).
   virtual void RopeNormKvWrite(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
                                const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv);

@@ -53,6 +53,16 @@ void Ops::MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Te
   MatMul(x, up, up_scratch);
   SwiGlu(out, up_scratch, out);
 }
+void Ops::NormMatMulGroup(const Tensor& x, const Weight& norm, float eps, Tensor h, std::span<const Weight* const> ws,
+                          std::span<const Tensor> outs) {
+  RmsNorm(x, norm, eps, h);
+  MatMulGroup(h, ws, outs);
+}
+void Ops::NormMatMulSwiGlu(const Tensor& x, const Weight& norm, float eps, Tensor h, const Weight& gate,
+                           const Weight& up, Tensor up_scratch, Tensor out) {
+  RmsNorm(x, norm, eps, h);
+  MatMulSwiGlu(h, gate, up, up_scratch, out);
+}
 void Ops::RopeNormKvWrite(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
                           const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv) {
   RopeNorm(q, n_heads, kv.head_dim, inv_freq, q_norm, eps);

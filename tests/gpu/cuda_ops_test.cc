@@ -13,7 +13,7 @@
 //   - the GEMM path of non-bf16 weights rounds each weight to bf16 first: an independent error of at
 //     most u |w_k| per term, whose sum has standard deviation <= u sqrt(sum (x_k w_k)^2 / 3); we allow
 //     4 u sqrt(sum (x_k w_k)^2), about 7 standard deviations.
-//   - the Q4_K and Q8_0 GEMVs round activations to int8 (dx = max|x|/127 per 16 values): errors uniform in
+//   - the Q4_K, Q6_K and Q8_0 GEMVs round activations to int8 (dx = max|x|/127 per 16 values): errors uniform in
 //     +-dx/2, so the sum has variance sum_k w_k^2 dx_k^2 / 12; we allow 6 standard deviations.
 //   - RMSNorm: two bf16 roundings (the normalised value, then the product) plus the f32 sum of squares
 //     and rsqrtf: (2u + 2u^2 + (K + 16) u32) |ref|.
@@ -28,6 +28,7 @@
 //     sum_j w_j d_j v_jd with |d_j| <= u (w the exact weights), so it gets u (1 + u) sum_j w_j |v_jd| more
 //     (the existing budget cannot hold it: the output's own rounding already takes u |ref|).
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_internal.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -549,7 +550,9 @@ TEST_F(CudaOpsTest, EmbedEveryFormat) {
 
 TEST_F(CudaOpsTest, RmsNorm) {
   for (int64_t rows : {1, 3, 17, 64}) {
-    for (int64_t cols : {64, 200, 4096}) {
+    // 16-byte chunks of 1, 2 and 4 per thread (64 .. 5000), and the scalar kernel (36: not a multiple of 8;
+    // 10000: more than 4 chunks per thread).
+    for (int64_t cols : {36, 64, 200, 4096, 5000, 10000}) {
       for (DType wt : {DType::kF32, DType::kBF16}) {
         const uint64_t seed = NextSeed();
         SCOPED_TRACE(StrCat("rows ", rows, " cols ", cols, " weight ", DTypeName(wt), " seed ", seed));
@@ -579,6 +582,14 @@ TEST_F(CudaOpsTest, RmsNorm) {
 
 // ---- MatMul ----
 
+// Raw bf16 (or f32) contents of a device tensor, for exact comparisons.
+std::vector<uint16_t> RawUnits(Ops& ops, const Tensor& t) {
+  std::vector<uint16_t> raw(DTypeBytes(t.dtype, t.cols) / 2 * static_cast<size_t>(t.rows));
+  ops.CopyToHost(t, raw.data());
+  return raw;
+}
+
+
 struct MatMulCase {
   DType t;
   int64_t n, k;
@@ -600,11 +611,12 @@ class CudaMatMulTest : public CudaOpsTest {
       std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * c.k));
       std::vector<float> want(static_cast<size_t>(rows * c.n));
       ref_->MatMul(HostTensor(x, rows, c.k), wref, HostTensor(want, rows, c.n));
-      // Per-element bounds from sum |x w|, sum (x w)^2 and, for the int8-activation path of Q4_K and Q8_0, the
+      // Per-element bounds from sum |x w|, sum (x w)^2 and, for the int8-activation path of Q4_K, Q6_K and Q8_0, the
       // variance of the activation rounding: x is rounded to dx q with dx = max|x| / 127 per 16 values, an
       // error uniform in +-dx/2 (variance dx^2 / 12) per value.
       const bool rounds_weights = c.t != DType::kBF16 && rows > 32;  // the dequantised-slab GEMM path
-      const bool rounds_x = (c.t == DType::kQ4_K || c.t == DType::kQ8_0) && rows <= 32;  // int8 activations
+      const bool rounds_x =  // int8 activations
+          (c.t == DType::kQ4_K || c.t == DType::kQ6_K || c.t == DType::kQ8_0) && rows <= 32;
       const int64_t groups = (c.k + 15) / 16;                        // per row (K % 256 == 0 for Q4_K)
       std::vector<float> act_scale(static_cast<size_t>(rows * groups), 0.0f);
       if (rounds_x)
@@ -673,13 +685,13 @@ TEST_F(CudaMatMulTest, QuantFormats) {
   Check({DType::kQ8_0, 17, 96}, {1, 7, 33});
 }
 
-// Q4_K and Q8_0 decode with the weights decoded to f32 (CudaOpsOptions::int8_activations off).
+// Q4_K, Q6_K and Q8_0 decode with the weights decoded to f32 (CudaOpsOptions::int8_activations off).
 TEST_F(CudaMatMulTest, QuantWithF32Activations) {
   CudaOpsOptions o;
   o.int8_activations = false;
   ops_ = CreateCudaOps(0, o);
   cuda_ = AsCudaOps(ops_.get());
-  for (DType t : {DType::kQ4_K, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
     Check({t, 31, 256}, {1, 2, 3, 8});
     Check({t, 40, 4096}, {1, 5});
   }
@@ -690,6 +702,45 @@ TEST_F(CudaMatMulTest, LongRows) {
   for (DType t : {DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF8E4M3}) {
     Check({t, 40, 4096}, {1, 2, 8, 48});
     Check({t, 24, 14336}, {1, 3, 8});
+  }
+}
+
+// The int8-activation GEMV with fewer blocks than row blocks (each block loops over several, the next one's
+// first weights loading while the current one's sums are reduced), one part and three.
+TEST_F(CudaMatMulTest, PersistentInt8Blocks) {
+  struct Reset {
+    ~Reset() { cuda::SetGemvBlocksPerSm(-1); }
+  } reset;
+  for (int per_sm : {1, 0}) {
+    SCOPED_TRACE(StrCat(per_sm, " blocks per SM"));
+    cuda::SetGemvBlocksPerSm(per_sm);
+    for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+      Check({t, 4100, 256}, {1, 2});  // 4100 rows: hundreds of row blocks and a partial last one
+      const uint64_t seed = NextSeed();
+      SCOPED_TRACE(StrCat(DTypeName(t), " group, seed ", seed));
+      Rng rng(seed);
+      const int64_t k = 512, n[3] = {2600, 900, 700};
+      std::vector<Weight> ws;
+      for (int64_t rows : n) {
+        const std::vector<uint8_t> b = RandomWeightBytes(rng, t, rows, k);
+        ws.push_back(ops_->PrepareWeight(HostWeight("w", t, rows, k, b.data())));
+      }
+      const std::vector<float> x = RandomBf16(rng, static_cast<size_t>(k));
+      DevTensor dx = Input(x, 1, k, k);
+      std::vector<DevTensor> grouped, single;
+      for (int64_t rows : n) {
+        grouped.push_back(NewTensor(1, rows));
+        single.push_back(NewTensor(1, rows));
+      }
+      const Weight* wp[] = {&ws[0], &ws[1], &ws[2]};
+      const Tensor outs[] = {grouped[0].t, grouped[1].t, grouped[2].t};
+      ops_->MatMulGroup(dx.t, wp, outs);
+      for (int i = 0; i < 3; ++i) {
+        ops_->MatMul(dx.t, ws[static_cast<size_t>(i)], single[static_cast<size_t>(i)].t);
+        EXPECT_EQ(RawUnits(*ops_, grouped[static_cast<size_t>(i)].t), RawUnits(*ops_, single[static_cast<size_t>(i)].t))
+            << "part " << i;
+      }
+    }
   }
 }
 
@@ -1145,13 +1196,6 @@ TEST_F(CudaOpsTest, TopKSamplingMatchesTheHostPath) {
 
 // ---- fused ops: bit for bit the sequence of ops they replace ----
 
-// Raw bf16 (or f32) contents of a device tensor, for exact comparisons.
-std::vector<uint16_t> RawUnits(Ops& ops, const Tensor& t) {
-  std::vector<uint16_t> raw(DTypeBytes(t.dtype, t.cols) / 2 * static_cast<size_t>(t.rows));
-  ops.CopyToHost(t, raw.data());
-  return raw;
-}
-
 // MatMulGroup, MatMulAdd and MatMulSwiGlu against MatMul, Add and SwiGlu on the same device: the
 // fused GEMV launches (decode row counts) and the default sequences (more rows) give identical bits.
 TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
@@ -1196,6 +1240,39 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
         ops_->SwiGlu(g2.t, up2.t, g2.t);
         EXPECT_EQ(RawUnits(*ops_, g1.t), RawUnits(*ops_, g2.t)) << "swiglu";
         EXPECT_TRUE(PaddingIntact(g1.t));
+
+        // RMSNorm, then q, k, v and then gate and up, with the fusion turned on: the GEMVs normalise x
+        // themselves (h is then not written at all) and must give the bits of RmsNorm followed by the products.
+        struct FuseNorm {
+          FuseNorm() { cuda::SetGemvFuseNorm(1); }
+          ~FuseNorm() { cuda::SetGemvFuseNorm(-1); }
+        } fuse_norm;
+        const DType nt = k == 256 ? DType::kF32 : DType::kBF16;
+        const std::vector<uint8_t> nb = RandomWeightBytes(rng, nt, 1, k);
+        const Weight nw = ops_->PrepareWeight(HostWeight("norm", nt, 1, k, nb.data()));
+        DevTensor h1 = NewTensor(rows, k), h2 = NewTensor(rows, k);
+        const std::vector<uint16_t> poison = RawUnits(*ops_, h1.t);
+        ops_->NormMatMulGroup(dx.t, nw, 1e-5f, h1.t, ws, outs);
+        ops_->RmsNorm(dx.t, nw, 1e-5f, h2.t);
+        ops_->MatMulGroup(h2.t, ws, std::span<const Tensor>({q2.t, k2.t, v2.t}));
+        EXPECT_EQ(RawUnits(*ops_, q1.t), RawUnits(*ops_, q2.t)) << "norm q";
+        EXPECT_EQ(RawUnits(*ops_, k1.t), RawUnits(*ops_, k2.t)) << "norm k";
+        EXPECT_EQ(RawUnits(*ops_, v1.t), RawUnits(*ops_, v2.t)) << "norm v";
+        // Fused where the products run as GEMV passes (up to 8 rows for bf16, 32 for the others; 8 rows a
+        // pass) whose normalised rows fit in 46 KiB of shared memory: int8 rows of 1.5 k bytes, bf16 of 2 k.
+        const bool int8 = t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ6_K;
+        const int64_t pass = std::min<int64_t>(rows, 8);
+        const bool fits = rows <= (t == DType::kBF16 ? 8 : 32) && pass * k * (int8 ? 3 : 4) / 2 <= 46 * 1024;
+        if (fits) {
+          EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "the norm was not fused";
+        }
+        ops_->NormMatMulSwiGlu(dx.t, nw, 1e-5f, h1.t, wg, wu, up1.t, g1.t);
+        ops_->RmsNorm(dx.t, nw, 1e-5f, h2.t);
+        ops_->MatMulSwiGlu(h2.t, wg, wu, up2.t, g2.t);
+        EXPECT_EQ(RawUnits(*ops_, g1.t), RawUnits(*ops_, g2.t)) << "norm swiglu";
+        if (fits && rows == 1) {
+          EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "the norm was not fused (swiglu)";
+        }
 
         // residual += x * down^T.
         const std::vector<float> res = RandomBf16(rng, static_cast<size_t>(rows * 48), 3.0f);

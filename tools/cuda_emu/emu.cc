@@ -214,6 +214,18 @@ uint64_t& ShuffleSlot(int thread) {
   return g_shuffle[static_cast<size_t>(thread)];
 }
 
+namespace {
+std::unique_ptr<uint4[]> g_dynamic_smem;
+}  // namespace
+
+uint4* DynamicSmem() {
+  return g_dynamic_smem.get();
+}
+
+void SetDynamicSmem(size_t bytes) {
+  g_dynamic_smem = bytes > 0 ? std::make_unique<uint4[]>((bytes + 15) / 16) : nullptr;
+}
+
 void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body) {
   if (g_current >= 0) {
     std::fprintf(stderr, "cuda_emu: kernel launched from device code\n");

@@ -4,7 +4,7 @@
 # against transformers, and runs hymt and transformers side by side at the 7B shape. Stages are
 # independent and time-boxed; the whole call stays under BUDGET seconds. Results go to $OUT.
 #   tools/device/gpu_run.sh [STAGES]   STAGES: comma-separated subset of
-#       fixtures,gpu,tune,random,parity,cpuparity,hfbench,hymtbench,profile,demo,budgets
+#       fixtures,gpu,tune,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
 #       (default: all but profile and budgets)
 set -u
 export PYTHONUNBUFFERED=1
@@ -96,6 +96,18 @@ if [[ -f $R7B/config.json && -x $HYMT ]]; then
         --prompt 48 --gen 64 --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_$t.json"
     done
   fi
+fi
+# A/B of decode switches at batch 1: AB="FORMAT:VAR=VALUE ..." (FORMAT bf16, q8_0 or q4_k_m), each against
+# the default run of that format in the same call.
+if has ab && [[ -f $R7B/config.json && -x $HYMT ]]; then
+  wait $QPID 2>/dev/null
+  for spec in ${AB:-q4_k_m: q4_k_m:HYMT_GEMV_SMEM_X=0 q8_0: q8_0:HYMT_GEMV_SMEM_X=0 bf16:}; do
+    f=${spec%%:*}; v=${spec#*:}; m=$W/r7b-$f.gguf; [[ $f == bf16 ]] && m=$R7B
+    [[ -e $m ]] || continue
+    name=ab_${f}_${v:-default}; name=${name//=/_}
+    stage "$name" 40 env $v "$HYMT" bench --model "$m" --device cuda --batches 1 --prompt 48 --gen 128 \
+      --prefill-seqs 1 --prefill-len 48 --json "$W/$name.json"
+  done
 fi
 # Nsight Systems over a bf16 bench (batch-1 decode, one 2,048-token prefill): time per kernel.
 if has profile && [[ -f $R7B/config.json && -x $HYMT ]]; then

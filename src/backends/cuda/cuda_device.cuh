@@ -38,9 +38,23 @@ __device__ __forceinline__ void PdlTrigger() {
 #endif
 }
 
+// The block's dynamic shared memory (the launch's smem bytes), 16-byte aligned.
+#ifdef HYMT_CUDA_EMU
+inline uint4* DynamicSmem() {
+  return ::emu::DynamicSmem();
+}
+#else
+__device__ __forceinline__ uint4* DynamicSmem() {
+  extern __shared__ uint4 dynamic_smem[];
+  return dynamic_smem;
+}
+#endif
+
 // True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
 // turned off with HYMT_PDL=0.
 bool PdlEnabled();
+// The current device's SM count (-1: unknown), asked once per device.
+int SmCount();
 
 // kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when pdl.
 template <typename... P, typename... A>
@@ -158,6 +172,26 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return WarpSum(t);
 }
 
+// 1 / RMS of a bf16 row of `cols` values (cols % 8 == 0, xr 16-byte aligned) for the whole block: each
+// thread sums the squares of its 8-value chunks threadIdx.x, + blockDim.x, ... in order, then BlockSum.
+// RmsNormVecKernel sums in the same order, and so does the GEMV's fused norm (identical bits).
+__device__ __forceinline__ float RowRmsInv(const uint16_t* xr, int64_t cols, float eps, float* scratch) {
+  float ss = 0.0f;
+  for (int64_t c8 = threadIdx.x; c8 < cols / 8; c8 += blockDim.x) {
+    float v[8];
+    LoadBf16x8(xr + 8 * c8, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss = fmaf(v[j], v[j], ss);
+  }
+  ss = BlockSum(ss, scratch);
+  return rsqrtf(ss / static_cast<float>(cols) + eps);
+}
+
+// One normalised value as RmsNorm stores it: bf16(bf16(x * inv) * g).
+__device__ __forceinline__ float RmsNormValue(float x, float inv, float g) {
+  return Bf16ToF32(F32ToBf16(Bf16ToF32(F32ToBf16(x * inv)) * g));
+}
+
 // Element i of a KV cache pool of type T (bf16, f16 or f32) set from a bf16 value.
 template <DType T>
 __device__ __forceinline__ void StoreKv(void* pool, int64_t i, uint16_t bf16) {
@@ -216,36 +250,34 @@ __device__ __forceinline__ float WeightElement(const WeightView& w, int64_t row,
       return F16ToF32(d) * static_cast<float>(q);
     }
     case DType::kQ4_K: {
-      // 144-byte blocks: d, dmin (f16), scales[12], qs[128]. Within a block, 64-element group j uses
-      // qs[32j .. 32j+32): low nibbles are elements 64j + l, high nibbles 64j + 32 + l.
-      const uint8_t* blk = base + row * (K / 256) * 144 + (col / 256) * 144;
+      // Split layout (cuda_internal.h): byte e of a super-block's 128 quant bytes holds element e (low
+      // nibble) and element 128 + e (high nibble); the 16-byte header (d, dmin, scales) is in its own array.
+      const int64_t b = col / 256;
       const int i = static_cast<int>(col % 256);
-      const int j = i / 64, within = i % 64, high = within >= 32, l = within % 32;
-      const uint8_t byte = blk[16 + 32 * j + l];
+      const int high = i >= 128, e = i % 128;
+      const uint8_t byte = base[row * (K / 2) + b * 128 + e];
+      const uint8_t* hdr = base + N * K / 2 + (row * (K / 256) + b) * 16;
       const int q = high ? (byte >> 4) : (byte & 0xF);
       int sc, m;
-      Q4KScaleMin(2 * j + high, blk + 4, &sc, &m);
-      const float d = F16ToF32(reinterpret_cast<const uint16_t*>(blk)[0]);
-      const float dmin = F16ToF32(reinterpret_cast<const uint16_t*>(blk)[1]);
+      Q4KScaleMin(4 * high + e / 32, hdr + 4, &sc, &m);
+      const float d = F16ToF32(reinterpret_cast<const uint16_t*>(hdr)[0]);
+      const float dmin = F16ToF32(reinterpret_cast<const uint16_t*>(hdr)[1]);
       return d * static_cast<float>(sc) * static_cast<float>(q) - dmin * static_cast<float>(m);
     }
     case DType::kQ6_K: {
-      // Half n (128 elements) of super-block b: for l < 32, ql[64n + l] and ql[64n + l + 32] hold the low
-      // 4 bits of elements l, l+32 (low nibbles) and l+64, l+96 (high nibbles); qh[32n + l] holds their
-      // top 2 bits (bits 0-1, 2-3, 4-5, 6-7); scale sc[8n + l/16 + 2g] for element group g; x = d*sc*(q-32).
+      // Split layout (cuda_internal.h): ql byte e of a super-block holds the low 4 bits of element e (low
+      // nibble) and 128 + e (high); qh bytes 8p + 4h + c hold, at bits 2w, the top 2 bits of element
+      // 128h + 16p + 4w + c; scale i / 16; x = d * sc * (q - 32).
       const int64_t b = col / 256;
       const int i = static_cast<int>(col % 256);
-      const int n = i / 128, g = (i % 128) / 32, l = i % 32;
-      const uint8_t* ql = base + row * (K / 2) + b * 128 + 64 * n;
-      const uint8_t* qh = base + N * K / 2 + row * (K / 4) + b * 64 + 32 * n;
-      const int8_t* sc =
-          reinterpret_cast<const int8_t*>(base + N * K * 3 / 4) + row * (K / 16) + b * 16 + 8 * n;
+      const int high = i >= 128, e = i % 128, p = e / 16, w = (e % 16) / 4, c = e % 4;
+      const uint8_t lowbyte = base[row * (K / 2) + b * 128 + e];
+      const uint8_t hibyte = base[N * K / 2 + row * (K / 4) + b * 64 + 8 * p + 4 * high + c];
+      const int8_t sc = reinterpret_cast<const int8_t*>(base + N * K * 3 / 4)[row * (K / 16) + b * 16 + i / 16];
       const uint16_t d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16)[row * (K / 256) + b];
-      const uint8_t lowbyte = ql[l + ((g & 1) ? 32 : 0)];
-      const int low = g < 2 ? (lowbyte & 0xF) : (lowbyte >> 4);
-      const int hi = (qh[l] >> (2 * g)) & 3;
-      const int q = (low | (hi << 4)) - 32;
-      return F16ToF32(d) * static_cast<float>(sc[l / 16 + 2 * g]) * static_cast<float>(q);
+      const int low = high ? (lowbyte >> 4) : (lowbyte & 0xF);
+      const int q = (low | (((hibyte >> (2 * w)) & 3) << 4)) - 32;
+      return F16ToF32(d) * static_cast<float>(sc) * static_cast<float>(q);
     }
     default:
       return __int_as_float(0x7fc00000);
@@ -390,10 +422,12 @@ struct Fmt<DType::kQ8_0> {
   }
 };
 
-// Q4_K, native layout. Unit u = 16-byte chunk c = u % 8 of the 128 quant bytes of super-block u / 8,
-// plus the block's 16-byte header (d, dmin, scales): chunk c holds bytes l = 16(c%2) .. +16 of 64-element
-// group j = c/2; low nibbles are elements 64j + l (sub-block 2j), high nibbles 64j + 32 + l (sub-block
-// 2j+1). Pieces: 0 = low nibbles of bytes 0-7, 1 = low of 8-15, 2 = high of 0-7, 3 = high of 8-15.
+// Q4_K, split layout (cuda_internal.h). Unit u = 16-byte piece p = u % 8 of super-block u / 8, whose byte
+// i holds element 16p + i (low nibble, sub-block p/2) and element 128 + 16p + i (high nibble, sub-block
+// 4 + p/2), plus the block's 16-byte header (d, dmin, scales). Consecutive units are consecutive 16-byte
+// pieces, so a warp's loads are 512 contiguous bytes, and the 8 threads of a super-block read
+// consecutive activations. Pieces: 0 = low nibbles of bytes 0-7, 1 = low of 8-15, 2 = high of 0-7,
+// 3 = high of 8-15.
 template <>
 struct Fmt<DType::kQ4_K> {
   static constexpr int kUnitElems = 32, kPieces = 4;
@@ -404,38 +438,24 @@ struct Fmt<DType::kQ4_K> {
     float d1, m1, d2, m2;  // scale and min of the unit's two sub-blocks
   };
   static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
-    const uint8_t* blk = static_cast<const uint8_t*>(w.data) + row * (w.cols / 256) * 144 + (u / 8) * 144;
-    return {__ldg(reinterpret_cast<const uint4*>(blk)),
-            __ldg(reinterpret_cast<const uint4*>(blk + 16) + (u % 8))};
+    const uint8_t* base = static_cast<const uint8_t*>(w.data);
+    const uint8_t* hdr = base + w.rows * w.cols / 2 + (row * (w.cols / 256) + u / 8) * 16;
+    return {__ldg(reinterpret_cast<const uint4*>(hdr)),
+            __ldg(reinterpret_cast<const uint4*>(base + row * (w.cols / 2)) + u)};
   }
-  // Byte k (0..11) of the packed scales, which are header bytes 4..15.
-  static __device__ __forceinline__ uint32_t ScaleByte(const uint4& h, int k) {
-    const uint32_t word = k < 4 ? h.y : (k < 8 ? h.z : h.w);
-    return (word >> (8 * (k & 3))) & 0xffu;
+  // Scale and min of sub-blocks jj and 4 + jj (jj < 4) from the header's packed scales (bytes 4..15,
+  // ggml's get_scale_min_k4): bytes jj, jj + 4 and jj + 8 of them hold both.
+  static __device__ __forceinline__ Ctx SubScales(const uint4& h, int jj) {
+    const float d = F16ToF32(h.x & 0xffffu), dmin = F16ToF32(h.x >> 16);
+    const uint32_t by = (h.y >> (8 * jj)) & 0xffu, bz = (h.z >> (8 * jj)) & 0xffu, bw = (h.w >> (8 * jj)) & 0xffu;
+    const uint32_t s1 = by & 63u, m1 = bz & 63u;
+    const uint32_t s2 = (bw & 0xfu) | ((by >> 6) << 4), m2 = (bw >> 4) | ((bz >> 6) << 4);
+    return {d * static_cast<float>(s1), dmin * static_cast<float>(m1), d * static_cast<float>(s2),
+            dmin * static_cast<float>(m2)};
   }
-  static __device__ __forceinline__ void ScaleMin(const uint4& h, int j, float* sc, float* m) {
-    uint32_t s, mm;
-    if (j < 4) {
-      s = ScaleByte(h, j) & 63;
-      mm = ScaleByte(h, j + 4) & 63;
-    } else {
-      s = (ScaleByte(h, j + 4) & 0xF) | ((ScaleByte(h, j - 4) >> 6) << 4);
-      mm = (ScaleByte(h, j + 4) >> 4) | ((ScaleByte(h, j) >> 6) << 4);
-    }
-    *sc = static_cast<float>(s);
-    *m = static_cast<float>(mm);
-  }
-  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
-    const float d = F16ToF32(r.hdr.x & 0xffffu), dmin = F16ToF32(r.hdr.x >> 16);
-    const int j = (u % 8) / 2;
-    float s1, m1, s2, m2;
-    ScaleMin(r.hdr, 2 * j, &s1, &m1);
-    ScaleMin(r.hdr, 2 * j + 1, &s2, &m2);
-    return {d * s1, dmin * m1, d * s2, dmin * m2};
-  }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) { return SubScales(r.hdr, (u % 8) / 2); }
   static __device__ __forceinline__ int PieceCol(int u, int p) {
-    const int c = u % 8;
-    return (u / 8) * 256 + (c / 2) * 64 + (p >= 2 ? 32 : 0) + (c % 2) * 16 + (p & 1) * 8;
+    return (u / 8) * 256 + (p >= 2 ? 128 : 0) + (u % 8) * 16 + (p & 1) * 8;
   }
   template <int p>
   static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx& c, int, float o[8]) {
@@ -450,60 +470,56 @@ struct Fmt<DType::kQ4_K> {
   }
 };
 
-// Q6_K, split layout. Unit u = 16 values of l (l0 = 16 * (u % 2)) of half n = (u / 2) % 2 of super-block
-// b = u / 4: ql bytes [l0, l0+16) and [l0+32, l0+48) of the half, qh bytes [l0, l0+16), the half's 8
-// scales and d. Piece p = 2g + s: element group g (offset 32g), values l0 + 8s .. +8.
+// Q6_K, split layout (cuda_internal.h). Unit u = piece p = u % 8 of super-block u / 8: ql bytes [16p, 16p+16)
+// of the block (byte i: low 4 bits of element 16p + i in the low nibble, of 128 + 16p + i in the high),
+// qh bytes [8p, 8p+8) (word h, byte c, bits 2w: top 2 bits of element 128h + 16p + 4w + c), the block's
+// 16 scales and d. Pieces as Q4_K's: 0 = elements 16p + 0..7, 1 = 16p + 8..15, 2 and 3 the same + 128.
 template <>
 struct Fmt<DType::kQ6_K> {
-  static constexpr int kUnitElems = 64, kPieces = 8;
+  static constexpr int kUnitElems = 32, kPieces = 4;
   struct Raw {
-    uint4 qla, qlb, qh;
-    uint2 sc;
+    uint4 ql;
+    uint2 qh;
+    uint4 sc;
     uint16_t d;
   };
   struct Ctx {
-    float dsc[4];  // d * scale of element groups 0..3
+    float d1, d2;  // d * scale of the unit's two runs of 16 (scales p and 8 + p)
   };
   static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
     const int64_t K = w.cols, N = w.rows;
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
-    const int b = u / 4, n = (u / 2) % 2, hh = u % 2;
-    const uint8_t* ql = base + row * (K / 2) + b * 128 + 64 * n + 16 * hh;
-    const uint8_t* qh = base + N * K / 2 + row * (K / 4) + b * 64 + 32 * n + 16 * hh;
-    const uint8_t* sc = base + N * K * 3 / 4 + row * (K / 16) + b * 16 + 8 * n;
-    const uint16_t* d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256) + b;
-    return {__ldg(reinterpret_cast<const uint4*>(ql)), __ldg(reinterpret_cast<const uint4*>(ql + 32)),
-            __ldg(reinterpret_cast<const uint4*>(qh)), __ldg(reinterpret_cast<const uint2*>(sc)), __ldg(d)};
+    const uint8_t* ql = base + row * (K / 2) + 16 * static_cast<int64_t>(u);
+    const uint8_t* qh = base + N * K / 2 + row * (K / 4) + 8 * static_cast<int64_t>(u);
+    const uint8_t* sc = base + N * K * 3 / 4 + row * (K / 16) + (u / 8) * 16;
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256) + u / 8;
+    return {__ldg(reinterpret_cast<const uint4*>(ql)), __ldg(reinterpret_cast<const uint2*>(qh)),
+            __ldg(reinterpret_cast<const uint4*>(sc)), __ldg(d)};
   }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
-    const int hh = u % 2;  // scale index within the half: l0/16 + 2g
+    const int p = u % 8;
     const float d = F16ToF32(r.d);
-    Ctx c;
-#pragma unroll
-    for (int g = 0; g < 4; ++g) {
-      const int k = hh + 2 * g;  // 0..7
-      const uint32_t word = k < 4 ? r.sc.x : r.sc.y;
-      const int8_t s = static_cast<int8_t>((word >> (8 * (k & 3))) & 0xffu);
-      c.dsc[g] = d * static_cast<float>(s);
-    }
-    return c;
+    const int8_t s1 = static_cast<int8_t>(((p < 4 ? r.sc.x : r.sc.y) >> (8 * (p & 3))) & 0xffu);
+    const int8_t s2 = static_cast<int8_t>(((p < 4 ? r.sc.z : r.sc.w) >> (8 * (p & 3))) & 0xffu);
+    return {d * static_cast<float>(s1), d * static_cast<float>(s2)};
   }
   static __device__ __forceinline__ int PieceCol(int u, int p) {
-    return (u / 4) * 256 + ((u / 2) % 2) * 128 + (p / 2) * 32 + (u % 2) * 16 + (p & 1) * 8;
+    return (u / 8) * 256 + (p >= 2 ? 128 : 0) + (u % 8) * 16 + (p & 1) * 8;
+  }
+  // Word w (0..3) of the unit's 6-bit values (0..63, one per byte) of run h (0: elements 16p + 4w + c,
+  // 1: the same + 128).
+  template <int h>
+  static __device__ __forceinline__ uint32_t Values(const Raw& r, int w, uint32_t ql_w) {
+    const uint32_t low = (h == 0 ? ql_w : ql_w >> 4) & 0x0f0f0f0fu;
+    return low | ((((h == 0 ? r.qh.x : r.qh.y) >> (2 * w)) & 0x03030303u) << 4);
   }
   template <int p>
   static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx& c, int, float o[8]) {
-    constexpr int g = p / 2, s = p & 1;
-    const uint4& ql = (g & 1) ? r.qlb : r.qla;
-    const uint32_t l0 = s == 0 ? ql.x : ql.z, l1 = s == 0 ? ql.y : ql.w;
-    const uint32_t h0 = s == 0 ? r.qh.x : r.qh.z, h1 = s == 0 ? r.qh.y : r.qh.w;
-    // 6-bit values (0..63) in each byte: 4 low bits from ql, 2 high bits from qh.
-    const uint32_t q0 =
-        (g < 2 ? (l0 & 0x0f0f0f0fu) : ((l0 >> 4) & 0x0f0f0f0fu)) | (((h0 >> (2 * g)) & 0x03030303u) << 4);
-    const uint32_t q1 =
-        (g < 2 ? (l1 & 0x0f0f0f0fu) : ((l1 >> 4) & 0x0f0f0f0fu)) | (((h1 >> (2 * g)) & 0x03030303u) << 4);
+    constexpr int h = p >= 2 ? 1 : 0, w0 = (p & 1) * 2;
+    const uint32_t q0 = Values<h>(r, w0, (p & 1) == 0 ? r.ql.x : r.ql.z);
+    const uint32_t q1 = Values<h>(r, w0 + 1, (p & 1) == 0 ? r.ql.y : r.ql.w);
     constexpr float kOff = kMagic + 32.0f;
-    const float d = c.dsc[g];
+    const float d = h == 0 ? c.d1 : c.d2;
     o[0] = d * (MagicByte<0>(q0) - kOff), o[1] = d * (MagicByte<1>(q0) - kOff);
     o[2] = d * (MagicByte<2>(q0) - kOff), o[3] = d * (MagicByte<3>(q0) - kOff);
     o[4] = d * (MagicByte<0>(q1) - kOff), o[5] = d * (MagicByte<1>(q1) - kOff);
@@ -563,9 +579,8 @@ inline int FmtUnitElems(DType t) {
     case DType::kQ8_0:
       return 16;
     case DType::kQ4_K:
-      return 32;
     case DType::kQ6_K:
-      return 64;
+      return 32;
     default:
       return 0;
   }

@@ -3,14 +3,19 @@
 // include it too.
 //
 // Device layouts of prepared weights (PrepareWeight writes them, every kernel reads them):
-//   f32, f16, bf16, f8_e4m3, q4_k  as stored: row-major, row r at data + r * DTypeBytes(dtype, cols).
-//                                  (q4_k blocks are 144 = 9 x 16 bytes, so 16-byte loads stay aligned.)
+//   f32, f16, bf16, f8_e4m3  as stored: row-major, row r at data + r * DTypeBytes(dtype, cols).
+//   q4_k   split into two arrays, the quant bytes reordered inside each super-block so that 16 bytes hold
+//          32 elements in two runs of 16 (a thread's activations are then contiguous with its neighbours'):
+//          qs  u8   [rows][cols / 2]      byte e of a super-block: element e (low nibble), 128 + e (high)
+//          hdr      [rows][cols / 256][16] at data + rows * cols / 2: d, dmin (f16), the 12 scale bytes
 //   q8_0   split into two arrays (34-byte blocks would break 16-byte loads):
 //          qs  int8 [rows][cols]          at data
 //          d   f16  [rows][cols / 32]     at data + rows * cols
-//   q6_k   split into four arrays (210-byte blocks), each keeping ggml's order inside a super-block:
-//          ql  u8   [rows][cols / 2]      at data
-//          qh  u8   [rows][cols / 4]      at data + rows * cols / 2
+//   q6_k   split into four arrays (210-byte blocks), the quant bits reordered inside each super-block
+//          into 8 pieces p of 32 elements (16p + i and 128 + 16p + i, i < 16), as q4_k's:
+//          ql  u8   [rows][cols / 2]      at data: byte e = low 4 bits of element e | of 128 + e << 4
+//          qh  u8   [rows][cols / 4]      at data + rows * cols / 2: byte 8p + 4h + c, bits 2w = top 2
+//                                         bits of element 128h + 16p + 4w + c
 //          sc  int8 [rows][cols / 16]     at data + rows * cols * 3 / 4
 //          d   f16  [rows][cols / 256]    at data + rows * cols * 13 / 16
 // Sizes are unchanged by the split, so a prepared weight takes Weight::bytes() of device memory.
@@ -135,17 +140,35 @@ struct GemvPart {
 };
 // True when the fast GEMV kernel takes this weight type and these shapes/alignments.
 bool GemvFastSupported(const WeightView& w, MatView x);
-// True for the weight types with an int8-activation GEMV (Q4_K, Q8_0).
+// True for the weight types with an int8-activation GEMV (Q4_K, Q6_K, Q8_0).
 bool GemvInt8Supported(DType t);
+// Blocks per SM of the int8-activation GEMV's grid (each block loops over row blocks); 0: one block per row
+// block; -1 (the start): HYMT_GEMV_BLOCKS_PER_SM, or 4. For tests and tuning.
+void SetGemvBlocksPerSm(int n);
 // out[t, n] = sum_k x[t, k] * W[n, k] * w.scale for t < x.rows <= kGemvMaxRows, reading W once.
-// out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K and Q8_0
+// out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K, Q6_K and Q8_0
 // weights take the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).
 void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
                 size_t act_scratch_bytes, cudaStream_t stream);
 // The same for up to kGemvMaxParts weights of one type and width over the same x, in one launch, with an
 // epilogue: kAdd adds into each part's out (bf16); kSwiGlu takes one part (the gate) and `up` (same shape).
+// With `norm`, x is first normalised as RmsNorm(x, norm->w, norm->eps) would (identical bits), by every
+// block into shared memory: only where GemvNormFusable says so.
+struct GemvNorm {
+  WeightView w;
+  float eps;
+};
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream);
+                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
+                     const GemvNorm* norm = nullptr);
+// True when LaunchGemvParts can fuse the RMSNorm for this weight type, rows (one pass) and width: fusion is
+// on and the normalised rows fit in shared memory (46 KiB; int8 activations, or bf16 for the other types).
+// Fusion is off by default: on an H200 at the 7B shape a separate (vectorised) RmsNorm launch is faster
+// than every block normalising the row again (batch-1 decode bf16 207 vs 227 tok/s, q4_k_m 349 vs 367,
+// q8_0 290 vs 300; docs/BENCHMARKS.md). HYMT_FUSE_NORM=1 or SetGemvFuseNorm(1) turns it on, 0 off, -1
+// back to the environment's choice.
+bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes);
+void SetGemvFuseNorm(int on);
 size_t GemvActScratchBytes(int64_t rows, int64_t cols);
 // The simple reference kernel (any row count, any alignment): one block per output element.
 void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream);

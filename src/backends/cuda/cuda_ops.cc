@@ -59,7 +59,7 @@ constexpr size_t kBeginStepWords = 11;
 // chunks go to the prefill kernel.
 constexpr int kDecodeMaxRows = 4;
 // Decode attention: at least this many positions per split, at most this many splits.
-constexpr int kSplitMinPositions = 64;
+constexpr int kSplitMinPositions = 16;
 constexpr int kMaxSplits = 64;
 // MatMul with weights other than bf16: up to this many rows run as GEMV passes of kGemvMaxRows (each
 // reads the weight once); more rows dequantise slabs to bf16 for cuBLAS (~4.5 bytes per weight element
@@ -264,9 +264,12 @@ WeightLayout LayoutFor(DType t, int64_t rows, int64_t cols) {
     case DType::kF16:
     case DType::kBF16:
     case DType::kF8E4M3:
-    case DType::kQ4_K:
       l.device_type = t;
       set({DTypeBytes(t, cols)});
+      break;
+    case DType::kQ4_K:
+      l.device_type = t;
+      set({k / 2, k / 256 * 16});
       break;
     case DType::kQ8_0:
       l.device_type = t;
@@ -315,17 +318,53 @@ void FillChunk(const Weight& host, const WeightLayout& l, int64_t r0, int64_t r1
         d[i] = b[i].d;
         std::memcpy(qs + i * kQK, b[i].qs, kQK);
       }
+    } else if (host.dtype == DType::kQ4_K) {
+      // ggml's 64-element groups (byte 32j + l: elements 64j + l low, 64j + 32 + l high) to the split
+      // layout's halves (byte e: elements e low, 128 + e high).
+      const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(s);
+      uint8_t* qs = reinterpret_cast<uint8_t*>(region[0] + lr * l.row_bytes[0]);
+      uint8_t* hdr = reinterpret_cast<uint8_t*>(region[1] + lr * l.row_bytes[1]);
+      auto nibble = [](const uint8_t* q, int e) {
+        const uint8_t byte = q[32 * (e / 64) + e % 32];
+        return e % 64 < 32 ? byte & 0xF : byte >> 4;
+      };
+      for (int64_t i = 0; i < k / kQKK; ++i) {
+        for (int e = 0; e < kQKK / 2; ++e)
+          qs[i * (kQKK / 2) + e] = static_cast<uint8_t>(nibble(b[i].qs, e) | nibble(b[i].qs, 128 + e) << 4);
+        std::memcpy(hdr + i * 16, &b[i].d, 2);
+        std::memcpy(hdr + i * 16 + 2, &b[i].dmin, 2);
+        std::memcpy(hdr + i * 16 + 4, b[i].scales, 12);
+      }
     } else if (host.dtype == DType::kQ6_K) {
+      // ggml's halves of 128 (ql byte 64n + l + 32(g&1), nibble g/2, and qh byte 32n + l, bits 2g, hold
+      // element 128n + 32g + l) to the split layout's runs of 16 (cuda_internal.h); scales and d as stored.
       const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(s);
       uint8_t* ql = reinterpret_cast<uint8_t*>(region[0] + lr * l.row_bytes[0]);
       uint8_t* qh = reinterpret_cast<uint8_t*>(region[1] + lr * l.row_bytes[1]);
       int8_t* sc = reinterpret_cast<int8_t*>(region[2] + lr * l.row_bytes[2]);
       uint16_t* d = reinterpret_cast<uint16_t*>(region[3] + lr * l.row_bytes[3]);
       for (int64_t i = 0; i < k / kQKK; ++i) {
-        std::memcpy(ql + i * (kQKK / 2), b[i].ql, kQKK / 2);
-        std::memcpy(qh + i * (kQKK / 4), b[i].qh, kQKK / 4);
-        std::memcpy(sc + i * (kQKK / 16), b[i].scales, kQKK / 16);
-        d[i] = b[i].d;
+        const BlockQ6_K& blk = b[i];
+        auto low4 = [&](int e) {
+          const int n = e / 128, g = (e % 128) / 32, l = e % 32;
+          return (blk.ql[64 * n + l + 32 * (g & 1)] >> (g < 2 ? 0 : 4)) & 0xF;
+        };
+        auto high2 = [&](int e) {
+          const int n = e / 128, g = (e % 128) / 32, l = e % 32;
+          return (blk.qh[32 * n + l] >> (2 * g)) & 3;
+        };
+        uint8_t* qlb = ql + i * (kQKK / 2);
+        uint8_t* qhb = qh + i * (kQKK / 4);
+        for (int e = 0; e < kQKK / 2; ++e) qlb[e] = static_cast<uint8_t>(low4(e) | low4(128 + e) << 4);
+        for (int p = 0; p < 8; ++p)
+          for (int h = 0; h < 2; ++h)
+            for (int c = 0; c < 4; ++c) {
+              int v = 0;
+              for (int w = 0; w < 4; ++w) v |= high2(128 * h + 16 * p + 4 * w + c) << (2 * w);
+              qhb[8 * p + 4 * h + c] = static_cast<uint8_t>(v);
+            }
+        std::memcpy(sc + i * (kQKK / 16), blk.scales, kQKK / 16);
+        d[i] = blk.d;
       }
     } else {
       std::memcpy(region[0] + lr * l.row_bytes[0], s, src_row);
@@ -349,6 +388,8 @@ enum OpCode : int64_t {
   kOpMatMulAdd,
   kOpMatMulSwiGlu,
   kOpRopeNormKv,
+  kOpNormMatMulGroup,
+  kOpNormMatMulSwiGlu,
 };
 
 class CudaOpsImpl final : public CudaOps {
@@ -627,26 +668,19 @@ class CudaOpsImpl final : public CudaOps {
   // ---- fused ops: one GEMV launch (decode row counts) or one RoPE + KV kernel; otherwise the
   // default sequence of ops ----
   void MatMulGroup(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) override {
-    HYMT_CUDA_EXPECT(ws.size() == outs.size() && !ws.empty(), ws.size(), " weights for ", outs.size(), " outputs");
-    std::vector<cuda::GemvPart> parts;
-    bool fused = ws.size() <= static_cast<size_t>(cuda::kGemvMaxParts);
-    for (size_t i = 0; i < ws.size() && fused; ++i) {
-      fused = ws[i]->device.kind == DeviceKind::kCuda && outs[i].dtype == DType::kBF16 &&
-              outs[i].rows == x.rows && outs[i].cols == ws[i]->rows;
-      if (fused) parts.push_back({View(*ws[i], "MatMulGroup"), Mat(outs[i])});
-    }
-    if (!fused || !FusedGemv(x, parts, nullptr)) {
-      Ops::MatMulGroup(x, ws, outs);
-      return;
-    }
-    const OpScope scope(*this);
-    std::vector<int64_t> words = {kOpMatMulGroup, Ptr(x.data), x.rows, x.cols, x.stride};
-    for (const cuda::GemvPart& p : parts)
-      words.insert(words.end(), {Ptr(p.w.data), static_cast<int64_t>(p.w.dtype), p.w.rows, p.w.cols, Bits(p.w.scale),
-                                 Ptr(p.out.data), p.out.stride});
-    Trace(words);
-    if (!Launching()) return;
-    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr);
+    if (!GroupGemv(x, nullptr, 0.0f, ws, outs)) Ops::MatMulGroup(x, ws, outs);
+  }
+
+  // With fusion on (GemvNormFusable), every GEMV block normalises x itself; otherwise RmsNorm and the fused
+  // products run one after the other.
+  void NormMatMulGroup(const Tensor& x, const Weight& norm, float eps, Tensor h, std::span<const Weight* const> ws,
+                       std::span<const Tensor> outs) override {
+    if (!GroupGemv(x, &norm, eps, ws, outs)) Ops::NormMatMulGroup(x, norm, eps, h, ws, outs);
+  }
+
+  void NormMatMulSwiGlu(const Tensor& x, const Weight& norm, float eps, Tensor h, const Weight& gate,
+                        const Weight& up, Tensor up_scratch, Tensor out) override {
+    if (!SwiGluGemv(x, &norm, eps, gate, up, out)) Ops::NormMatMulSwiGlu(x, norm, eps, h, gate, up, up_scratch, out);
   }
 
   void MatMulAdd(const Tensor& x, const Weight& w, Tensor scratch, Tensor residual) override {
@@ -666,25 +700,7 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   void MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch, Tensor out) override {
-    const bool shapes = out.dtype == DType::kBF16 && out.rows == x.rows && out.cols == gate.rows &&
-                        up.rows == gate.rows && up.cols == gate.cols && up.dtype == gate.dtype &&
-                        gate.device.kind == DeviceKind::kCuda && up.device.kind == DeviceKind::kCuda;
-    std::vector<cuda::GemvPart> parts;
-    WeightView uv;
-    if (shapes) {
-      parts.push_back({View(gate, "MatMulSwiGlu"), Mat(out)});
-      uv = View(up, "MatMulSwiGlu");
-    }
-    if (parts.empty() || !FusedGemv(x, parts, &uv)) {
-      Ops::MatMulSwiGlu(x, gate, up, up_scratch, out);
-      return;
-    }
-    const OpScope scope(*this);
-    const WeightView& gv = parts[0].w;
-    Trace({kOpMatMulSwiGlu, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(gv.data), static_cast<int64_t>(gv.dtype),
-           gv.rows, gv.cols, Bits(gv.scale), Ptr(uv.data), Bits(uv.scale), Ptr(out.data), out.stride});
-    if (!Launching()) return;
-    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kSwiGlu, &uv);
+    if (!SwiGluGemv(x, nullptr, 0.0f, gate, up, out)) Ops::MatMulSwiGlu(x, gate, up, up_scratch, out);
   }
 
   void RopeNormKvWrite(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
@@ -1244,13 +1260,76 @@ class CudaOpsImpl final : public CudaOps {
 
   // GEMV launches over x in passes of kGemvMaxRows token rows.
   void RunGemv(std::span<const cuda::GemvPart> parts, MatView x, bool out_f32, cuda::GemvEpilogue epi,
-               const WeightView* up) {
+               const WeightView* up, const cuda::GemvNorm* norm = nullptr) {
     std::vector<cuda::GemvPart> pass(parts.begin(), parts.end());
     for (int64_t t0 = 0; t0 < x.rows; t0 += cuda::kGemvMaxRows) {
       const int64_t n = std::min<int64_t>(cuda::kGemvMaxRows, x.rows - t0);
       for (size_t i = 0; i < parts.size(); ++i) pass[i].out = SubRows(parts[i].out, t0, n, out_f32 ? 4 : 2);
-      cuda::LaunchGemvParts(pass, SubRows(x, t0, n, 2), out_f32, epi, up, act_.get(), act_.size(), stream_);
+      cuda::LaunchGemvParts(pass, SubRows(x, t0, n, 2), out_f32, epi, up, act_.get(), act_.size(), stream_, norm);
     }
+  }
+
+  // A fused norm (norm != null) for these products: the int8 GEMV takes it in every pass of RunGemv.
+  bool NormFusable(const Tensor& x, const Weight* norm, DType t) const {
+    return norm != nullptr && cuda::GemvNormFusable(t, std::min<int64_t>(x.rows, cuda::kGemvMaxRows), x.cols,
+                                                    act_.get() != nullptr ? act_.size() : 0);
+  }
+
+  // MatMulGroup (norm == null) or NormMatMulGroup as one GEMV launch per pass; false when the default
+  // sequence must run instead.
+  bool GroupGemv(const Tensor& x, const Weight* norm, float eps, std::span<const Weight* const> ws,
+                 std::span<const Tensor> outs) {
+    HYMT_CUDA_EXPECT(ws.size() == outs.size() && !ws.empty(), ws.size(), " weights for ", outs.size(), " outputs");
+    std::vector<cuda::GemvPart> parts;
+    bool fused = ws.size() <= static_cast<size_t>(cuda::kGemvMaxParts);
+    for (size_t i = 0; i < ws.size() && fused; ++i) {
+      fused = ws[i]->device.kind == DeviceKind::kCuda && outs[i].dtype == DType::kBF16 &&
+              outs[i].rows == x.rows && outs[i].cols == ws[i]->rows;
+      if (fused) parts.push_back({View(*ws[i], "MatMulGroup"), Mat(outs[i])});
+    }
+    if (!fused || !FusedGemv(x, parts, nullptr) || (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype)))
+      return false;
+    const OpScope scope(*this);
+    cuda::GemvNorm nv{};
+    std::vector<int64_t> words = {norm != nullptr ? kOpNormMatMulGroup : kOpMatMulGroup, Ptr(x.data), x.rows, x.cols,
+                                  x.stride};
+    if (norm != nullptr) {
+      nv = {VectorView(*norm, x.cols, "NormMatMulGroup"), eps};
+      words.insert(words.end(), {Ptr(nv.w.data), static_cast<int64_t>(nv.w.dtype), Bits(eps)});
+    }
+    for (const cuda::GemvPart& p : parts)
+      words.insert(words.end(), {Ptr(p.w.data), static_cast<int64_t>(p.w.dtype), p.w.rows, p.w.cols, Bits(p.w.scale),
+                                 Ptr(p.out.data), p.out.stride});
+    Trace(words);
+    if (!Launching()) return true;
+    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr, norm != nullptr ? &nv : nullptr);
+    return true;
+  }
+
+  // MatMulSwiGlu (norm == null) or NormMatMulSwiGlu as one GEMV launch; false when the default sequence must
+  // run instead.
+  bool SwiGluGemv(const Tensor& x, const Weight* norm, float eps, const Weight& gate, const Weight& up, Tensor out) {
+    const bool shapes = out.dtype == DType::kBF16 && out.rows == x.rows && out.cols == gate.rows &&
+                        up.rows == gate.rows && up.cols == gate.cols && up.dtype == gate.dtype &&
+                        gate.device.kind == DeviceKind::kCuda && up.device.kind == DeviceKind::kCuda;
+    if (!shapes) return false;
+    std::vector<cuda::GemvPart> parts = {{View(gate, "MatMulSwiGlu"), Mat(out)}};
+    const WeightView uv = View(up, "MatMulSwiGlu");
+    if (!FusedGemv(x, parts, &uv) || (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype))) return false;
+    const OpScope scope(*this);
+    const WeightView& gv = parts[0].w;
+    cuda::GemvNorm nv{};
+    std::vector<int64_t> words = {norm != nullptr ? kOpNormMatMulSwiGlu : kOpMatMulSwiGlu, Ptr(x.data), x.rows,
+                                  x.cols, x.stride, Ptr(gv.data), static_cast<int64_t>(gv.dtype), gv.rows, gv.cols,
+                                  Bits(gv.scale), Ptr(uv.data), Bits(uv.scale), Ptr(out.data), out.stride};
+    if (norm != nullptr) {
+      nv = {VectorView(*norm, x.cols, "NormMatMulSwiGlu"), eps};
+      words.insert(words.end(), {Ptr(nv.w.data), static_cast<int64_t>(nv.w.dtype), Bits(eps)});
+    }
+    Trace(words);
+    if (!Launching()) return true;
+    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kSwiGlu, &uv, norm != nullptr ? &nv : nullptr);
+    return true;
   }
 
   // out = x * W^T with tensor cores: bf16 weights directly, others through bf16 slabs of the weight.

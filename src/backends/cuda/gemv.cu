@@ -25,15 +25,21 @@
 // Every epilogue rounds exactly as the separate ops do (MatMul to bf16, then SwiGlu or Add), so fused
 // and unfused steps agree bit for bit.
 //
-// Q4_K and Q8_0 with int8 activations (GemvInt8Kernel, the default): decoding 4- or 8-bit weights to f32
+// Q4_K, Q6_K and Q8_0 with int8 activations (GemvInt8Kernel, the default): decoding 4- to 8-bit weights to f32
 // costs several instructions per weight, which at 4.6 TB/s of weights (~29 Q4_K weights per clock per
 // SM) exceeds what an SM issues. As in llama.cpp, the activation rows are first quantised to int8 (one
 // scale per 16 values, QuantizeActKernel), and the dot products run on dp4a (4 multiply-adds per
 // instruction):
 //   Q4_K: sum_i x_i (d1 n_i - m1) = d1 (dx sum_i q_i n_i) - m1 (dx sum_i q_i),  x_i ~ dx q_i;
+//   Q6_K: sum_i x_i d s (n_i - 32) = d s (dx sum_i q_i n_i - 32 dx sum_i q_i);
 //   Q8_0: sum_i x_i d w_i = d dx sum_i q_i w_i.
 // The activation rounding (|x - dx q| <= dx / 2, dx = max|x| / 127 over 16 values) is the only change
-// in the result; the tests bound it.
+// in the result; the tests bound it. Up to two token rows of the 7B's widths, each block quantises the
+// rows itself into shared memory (kSmemX: no separate launch); above, QuantizeActKernel writes them once.
+// Q4_K and Q6_K read split layouts (cuda_internal.h): a warp's 32 threads load 512 contiguous quant bytes and
+// the 8 threads of a super-block read 128 contiguous activation bytes, so neither the weight nor the
+// activation loads waste L1 wavefronts.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -73,13 +79,17 @@ struct GemvArgs {
   int64_t x_stride;
   int n_tok;  // <= R
   int group;  // G: threads per row group
+  int64_t n_blocks;  // row blocks over all segments (GemvInt8Kernel's blocks loop over them)
+  WeightView norm;    // has_norm: x is first normalised as RmsNorm(x, norm, norm_eps) would
+  float norm_eps;
+  bool has_norm;
   bool out_f32;
   GemvEpilogue epi;
 };
 
-// The segment a block works on, and the block's index within it.
-__device__ __forceinline__ const GemvSeg& BlockSeg(const GemvArgs& a, int64_t* block) {
-  const int64_t b = blockIdx.x;
+// The segment row block b (blockIdx.x, or a persistent block's current one) belongs to, and its index
+// within the segment.
+__device__ __forceinline__ const GemvSeg& BlockSeg(const GemvArgs& a, int64_t b, int64_t* block) {
   const int s = (a.n_seg > 2 && b >= a.seg[2].first_block) ? 2 : (a.n_seg > 1 && b >= a.seg[1].first_block ? 1 : 0);
   const GemvSeg& sg = s == 0 ? a.seg[0] : (s == 1 ? a.seg[1] : a.seg[2]);
   *block = b - sg.first_block;
@@ -88,8 +98,8 @@ __device__ __forceinline__ const GemvSeg& BlockSeg(const GemvArgs& a, int64_t* b
 
 // Rows of one group for R token rows: more rows per thread as R grows, so that the activation loads
 // (R per piece) are shared by more weight rows.
-// Q6_K's units are large (3 x 16-byte loads), and so are Q4_K's on the int8 path (Int8Fmt): 4 rows of
-// them do not fit in registers.
+// Q4_K and Q6_K (units of a header and 16 quant bytes or more) keep at most 2 (4 not measured since their
+// split layouts).
 constexpr int RowsPerThread(DType t, int r) {
   const int rpt = r >= 8 ? 4 : (r >= 2 ? 2 : 1);
   return (t == DType::kQ6_K || t == DType::kQ4_K) && rpt > 2 ? 2 : rpt;
@@ -180,99 +190,150 @@ __device__ __forceinline__ void LoadUnits(typename F::Raw (&raw)[kUnroll][kRows]
   }
 }
 
-template <DType T, int R, bool kPair, int RPT>
+// kNorm: the activation rows are first normalised as RmsNorm would (a.norm; identical bits) into shared
+// memory, n_tok * K bf16, by every block; the grid is then smaller than a.n_blocks (GemvGrid) and each
+// block works through row blocks blockIdx.x, + gridDim.x, ..., so that its prologue serves several. Without
+// it there is one block per row block and the loop below runs once.
+template <DType T, int R, bool kPair, int RPT, bool kNorm>
 __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   using F = Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = UnitsInFlight(RPT);
-  int64_t block = 0;
-  const GemvSeg& sg = BlockSeg(a, &block);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
-  const int64_t N = sg.w.rows;
-  const int64_t row0 = (block * (kThreads / G) + grp) * RPT;
-  const int units = static_cast<int>(sg.w.cols / F::kUnitElems);
+  const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
+  const int units = static_cast<int>(K / F::kUnitElems);
 
-  // Rows past N and tokens past n_tok read valid memory (clamped) and are not stored.
+  // Row block vb: its segment, first row and rows; rows past N and tokens past n_tok read valid memory
+  // (clamped) and are not stored.
+  int64_t vb = blockIdx.x;
+  const GemvSeg* sg = nullptr;
+  int64_t row0 = 0;
   int64_t rows[RPT];
+  auto enter = [&](int64_t b) {
+    int64_t block = 0;
+    sg = &BlockSeg(a, b, &block);
+    row0 = (block * (kThreads / G) + grp) * RPT;
 #pragma unroll
-  for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, N - 1);
-  const uint16_t* xr[R];
-#pragma unroll
-  for (int t = 0; t < R; ++t) xr[t] = a.x + static_cast<int64_t>(min(t, a.n_tok - 1)) * a.x_stride;
-
-  float acc[kRows][R];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
+  };
+  enter(vb);
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
   typename F::Raw raw[kUnroll][kRows];
-  LoadUnits<F>(raw, sg.w, a.up, rows, lane_g, G, units);
+  LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
   PdlWait();
   PdlTrigger();
-  for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    if (u0 != lane_g) LoadUnits<F>(raw, sg.w, a.up, rows, u0, G, units);
+  const uint16_t* x = a.x;
+  int64_t x_stride = a.x_stride;
+  if constexpr (kNorm) {
+    uint16_t* sh = reinterpret_cast<uint16_t*>(DynamicSmem());
+    __shared__ float norm_scratch[32];
+    for (int t = 0; t < a.n_tok; ++t) {
+      const uint16_t* xt = a.x + t * a.x_stride;
+      const float inv = RowRmsInv(xt, K, a.norm_eps, norm_scratch);
+      for (int64_t c8 = threadIdx.x; c8 < K / 8; c8 += kThreads) {
+        float v[8];
+        LoadBf16x8(xt + 8 * c8, v);
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int u = u0 + k * G;
-      if (u < units) {
-        typename F::Ctx ctx[kRows];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) ctx[r] = F::MakeCtx(raw[k][r], u);
-        StaticFor<0, F::kPieces>([&](auto pc) {
-          constexpr int p = decltype(pc)::value;
-          const int col = F::PieceCol(u, p);
-          float wv[kRows][8];
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) F::template Dequant<p>(raw[k][r], ctx[r], u, wv[r]);
-#pragma unroll
-          for (int t = 0; t < R; ++t) {
-            float xv[8];
-            LoadBf16x8(xr[t] + col, xv);
-#pragma unroll
-            for (int r = 0; r < kRows; ++r)
-#pragma unroll
-              for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(wv[r][i], xv[i], acc[r][t]);
-          }
-        });
+        for (int j = 0; j < 8; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 8 * c8 + j));
+        St16(sh + t * K + 8 * c8, make_uint4(PackBf16(v[0], v[1]), PackBf16(v[2], v[3]), PackBf16(v[4], v[5]),
+                                             PackBf16(v[6], v[7])));
       }
     }
+    __syncthreads();
+    x = sh;
+    x_stride = K;
   }
+  const uint16_t* xr[R];
+#pragma unroll
+  for (int t = 0; t < R; ++t) xr[t] = x + static_cast<int64_t>(min(t, a.n_tok - 1)) * x_stride;
 
-  ReduceAndStore<RPT, R, kPair>(acc, a, sg, lane_g, grp, row0);
+  while (true) {
+    float acc[kRows][R];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+      if (u0 != lane_g) LoadUnits<F>(raw, sg->w, a.up, rows, u0, G, units);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int u = u0 + k * G;
+        if (u < units) {
+          typename F::Ctx ctx[kRows];
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) ctx[r] = F::MakeCtx(raw[k][r], u);
+          StaticFor<0, F::kPieces>([&](auto pc) {
+            constexpr int p = decltype(pc)::value;
+            const int col = F::PieceCol(u, p);
+            float wv[kRows][8];
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) F::template Dequant<p>(raw[k][r], ctx[r], u, wv[r]);
+#pragma unroll
+            for (int t = 0; t < R; ++t) {
+              float xv[8];
+              LoadBf16x8(xr[t] + col, xv);
+#pragma unroll
+              for (int r = 0; r < kRows; ++r)
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(wv[r][i], xv[i], acc[r][t]);
+            }
+          });
+        }
+      }
+    }
+    const GemvSeg* done = sg;
+    const int64_t done_row0 = row0;
+    vb += gridDim.x;
+    const bool more = vb < a.n_blocks;
+    if (more) {
+      enter(vb);
+      LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
+    }
+    ReduceAndStore<RPT, R, kPair>(acc, a, *done, lane_g, grp, done_row0);
+    if (!more) break;
+    __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
+  }
+}
+
+// One group of 16 activations for the int8 path: v[0..16) -> int8 q[0..16) and {dx, dx * sum q} with
+// dx = max|v| / 127.
+__device__ __forceinline__ void QuantizeValues(const float (&v)[16], int8_t* q, float2* ds) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  uint32_t words[4] = {0, 0, 0, 0};
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int qi = max(-127, min(127, __float2int_rn(v[i] * inv)));
+    sum += qi;
+    words[i / 4] |= static_cast<uint32_t>(qi & 0xff) << (8 * (i % 4));
+  }
+  St16(q, make_uint4(words[0], words[1], words[2], words[3]));
+  *ds = make_float2(dx, dx * static_cast<float>(sum));
+}
+// The same for bf16 x[0..16).
+__device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, float2* ds) {
+  float v[16];
+  LoadBf16x8(x, v);
+  LoadBf16x8(x + 8, v + 8);
+  QuantizeValues(v, q, ds);
 }
 
 // Activation rows for the int8 path: x bf16 [n_tok, K] -> q int8 [n_tok, K] and, per 16 values,
-// {dx, dx * sum q} with dx = max|x| / 127. One block per row.
+// {dx, dx * sum q} (QuantizeGroup). One block per row.
 __global__ __launch_bounds__(kThreads) void QuantizeActKernel(const uint16_t* x, int64_t x_stride, int64_t K,
                                                               int8_t* xq, float2* xds) {
   PdlWait();
   PdlTrigger();
   const int64_t t = blockIdx.x;
-  const uint16_t* xr = x + t * x_stride;
-  for (int64_t g = threadIdx.x; g < K / 16; g += kThreads) {
-    float v[16];
-    LoadBf16x8(xr + 16 * g, v);
-    LoadBf16x8(xr + 16 * g + 8, v + 8);
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
-    const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    uint32_t words[4] = {0, 0, 0, 0};
-    int sum = 0;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int q = max(-127, min(127, __float2int_rn(v[i] * inv)));
-      sum += q;
-      words[i / 4] |= static_cast<uint32_t>(q & 0xff) << (8 * (i % 4));
-    }
-    St16(xq + t * K + 16 * g, make_uint4(words[0], words[1], words[2], words[3]));
-    xds[t * (K / 16) + g] = make_float2(dx, dx * static_cast<float>(sum));
-  }
+  for (int64_t g = threadIdx.x; g < K / 16; g += kThreads)
+    QuantizeGroup(x + t * x_stride + 16 * g, xq + t * K + 16 * g, xds + t * (K / 16) + g);
 }
 
 __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
@@ -282,40 +343,11 @@ __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
   return __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), s);
 }
 
-// The int8 path's units (loads and per-unit scales) per format: Q8_0 as the f32 path's Fmt; Q4_K in
-// 64-element groups (Q4KGroup), so that a super-block's header is loaded and its scales decoded once per
-// 32 quant bytes instead of per 16.
+// The int8 path's units (loads and per-unit scales) per format: those of the f32 path's Fmt, one 16-byte
+// weight load per unit (Q4_K: 32 elements, the two halves of one row of sub-blocks p/2 and 4 + p/2).
 template <DType T>
-struct Int8Fmt;
-template <>
-struct Int8Fmt<DType::kQ8_0> : Fmt<DType::kQ8_0> {
+struct Int8Fmt : Fmt<T> {
   static constexpr int kUnitsPerLoad = 1;  // 16-byte weight loads per unit
-};
-
-// Unit u = 64-element group j = u % 4 of super-block u / 4: its 32 quant bytes (two 16-byte loads: bytes
-// l = 0..15 and 16..31; low nibbles are elements 64j + l of sub-block 2j, high nibbles 64j + 32 + l of
-// sub-block 2j+1) and the block's 16-byte header (d, dmin, scales).
-template <>
-struct Int8Fmt<DType::kQ4_K> {
-  using F = Fmt<DType::kQ4_K>;
-  static constexpr int kUnitElems = 64, kUnitsPerLoad = 2;
-  struct Raw {
-    uint4 hdr, qa, qb;
-  };
-  using Ctx = F::Ctx;
-  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
-    const uint8_t* blk = static_cast<const uint8_t*>(w.data) + row * (w.cols / 256) * 144 + (u / 4) * 144;
-    const uint4* qs = reinterpret_cast<const uint4*>(blk + 16) + 2 * (u % 4);
-    return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(qs), __ldg(qs + 1)};
-  }
-  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
-    const float d = F16ToF32(r.hdr.x & 0xffffu), dmin = F16ToF32(r.hdr.x >> 16);
-    const int j = u % 4;
-    float s1, m1, s2, m2;
-    F::ScaleMin(r.hdr, 2 * j, &s1, &m1);
-    F::ScaleMin(r.hdr, 2 * j + 1, &s2, &m2);
-    return {d * s1, dmin * m1, d * s2, dmin * m2};
-  }
 };
 
 // The dot product of one unit of a row with one int8 activation row (xq: the row's int8 values, xds: its
@@ -333,18 +365,35 @@ struct Int8Dot<DType::kQ4_K> {
     return make_uint4((q.x >> 4) & 0x0f0f0f0fu, (q.y >> 4) & 0x0f0f0f0fu, (q.z >> 4) & 0x0f0f0f0fu,
                       (q.w >> 4) & 0x0f0f0f0fu);
   }
-  // Sub-block 2j is 32 values at c (two activation groups of 16), sub-block 2j+1 at c + 32:
-  //   d1 sum_g dx_g sum_i q_i n_i - m1 sum_g dx_g sum_i q_i   (g over the 16-value groups).
+  // The low nibbles are 16 values of sub-block 1 at column c, the high nibbles 16 of sub-block 2 at c + 128
+  // (one activation group each): d1 dx sum q n - m1 dx sum q + (the same for sub-block 2).
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
                                               const float2* xds) {
-    const int c = (u / 4) * 256 + (u % 4) * 64;
-    const int s0 = Dot16(Lo(raw.qa), Ld16(xq + c)), s1 = Dot16(Lo(raw.qb), Ld16(xq + c + 16));
-    const int s2 = Dot16(Hi(raw.qa), Ld16(xq + c + 32)), s3 = Dot16(Hi(raw.qb), Ld16(xq + c + 48));
-    const float2 x0 = xds[c / 16], x1 = xds[c / 16 + 1], x2 = xds[c / 16 + 2], x3 = xds[c / 16 + 3];
-    const float lo = fmaf(x0.x, static_cast<float>(s0), x1.x * static_cast<float>(s1));
-    const float hi = fmaf(x2.x, static_cast<float>(s2), x3.x * static_cast<float>(s3));
-    const float v = fmaf(ctx.d1, lo, -ctx.m1 * (x0.y + x1.y));
-    return fmaf(ctx.d2, hi, fmaf(-ctx.m2, x2.y + x3.y, v));
+    const int c = (u / 8) * 256 + (u % 8) * 16;
+    const int s1 = Dot16(Lo(raw.qs), Ld16(xq + c)), s2 = Dot16(Hi(raw.qs), Ld16(xq + c + 128));
+    const float2 x1 = xds[c / 16], x2 = xds[c / 16 + 8];
+    const float v = fmaf(ctx.d1, x1.x * static_cast<float>(s1), -ctx.m1 * x1.y);
+    return fmaf(ctx.d2, x2.x * static_cast<float>(s2), fmaf(-ctx.m2, x2.y, v));
+  }
+};
+
+// Q6_K: like Q4_K's split layout, two runs of 16 six-bit values q (0..63) at c and c + 128, each with its
+// scale: d sc dx sum (q - 32) qx = d sc (dx sum q qx - 32 dx sum qx).
+template <>
+struct Int8Dot<DType::kQ6_K> {
+  using F = Int8Fmt<DType::kQ6_K>;
+  template <int h>
+  static __device__ __forceinline__ uint4 Run(const F::Raw& r) {
+    return make_uint4(F::Values<h>(r, 0, r.ql.x), F::Values<h>(r, 1, r.ql.y), F::Values<h>(r, 2, r.ql.z),
+                      F::Values<h>(r, 3, r.ql.w));
+  }
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
+                                              const float2* xds) {
+    const int c = (u / 8) * 256 + (u % 8) * 16;
+    const int s1 = Dot16(Run<0>(raw), Ld16(xq + c)), s2 = Dot16(Run<1>(raw), Ld16(xq + c + 128));
+    const float2 x1 = xds[c / 16], x2 = xds[c / 16 + 8];
+    const float v = ctx.d1 * fmaf(x1.x, static_cast<float>(s1), -32.0f * x1.y);
+    return fmaf(ctx.d2, fmaf(x2.x, static_cast<float>(s2), -32.0f * x2.y), v);
   }
 };
 
@@ -367,23 +416,76 @@ constexpr int Int8UnitsInFlight(int rpt) {
 }
 
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
-template <DType T, int R, bool kPair, int RPT>
+//
+// kSmemX: the block quantises the activation rows itself (QuantizeGroup, as QuantizeActKernel does) into
+// shared memory, n_tok * K * 1.5 bytes, instead of reading the rows QuantizeActKernel wrote: one launch
+// fewer per product, and the activation reads are shared-memory loads. xq and xds are then unused.
+// The grid may be smaller than a.n_blocks (GemvGrid): each block then works through row blocks
+// blockIdx.x, + gridDim.x, ..., so that its activation prologue serves several of them; the next row
+// block's first weights load before the current one's sums are reduced.
+template <DType T, int R, bool kPair, int RPT, bool kSmemX>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
   using F = Int8Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = Int8UnitsInFlight<T>(RPT);
-  int64_t block = 0;
-  const GemvSeg& sg = BlockSeg(a, &block);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
-  const int64_t N = sg.w.rows, K = sg.w.cols;
-  const int64_t row0 = (block * (kThreads / G) + grp) * RPT;
+  const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
   const int units = static_cast<int>(K / F::kUnitElems);
 
+  // Row block vb: its segment, first row and (clamped) rows; rows past N and tokens past n_tok read valid
+  // memory and are not stored.
+  int64_t vb = blockIdx.x;
+  const GemvSeg* sg = nullptr;
+  int64_t row0 = 0;
   int64_t rows[RPT];
+  auto enter = [&](int64_t b) {
+    int64_t block = 0;
+    sg = &BlockSeg(a, b, &block);
+    row0 = (block * (kThreads / G) + grp) * RPT;
 #pragma unroll
-  for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, N - 1);
+    for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
+  };
+  enter(vb);
+
+  // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
+  // kernel before this one finishes.
+  typename F::Raw raw[kUnroll][kRows];
+  LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
+  PdlWait();
+  PdlTrigger();
+  if constexpr (kSmemX) {
+    int8_t* sq = reinterpret_cast<int8_t*>(DynamicSmem());
+    float2* sd = reinterpret_cast<float2*>(sq + a.n_tok * K);  // K % 32 == 0: 16-byte aligned
+    const int64_t groups = K / 16;
+    __shared__ float norm_scratch[32], norm_inv[kGemvMaxRows];
+    if (a.has_norm) {
+      for (int t = 0; t < a.n_tok; ++t) {
+        const float inv = RowRmsInv(a.x + t * a.x_stride, K, a.norm_eps, norm_scratch);
+        if (threadIdx.x == 0) norm_inv[t] = inv;
+      }
+      __syncthreads();
+    }
+    for (int64_t i = threadIdx.x; i < a.n_tok * groups; i += kThreads) {
+      const int64_t t = i / groups, g = i % groups;
+      const uint16_t* xg = a.x + t * a.x_stride + 16 * g;
+      if (a.has_norm) {
+        float v[16];
+        LoadBf16x8(xg, v);
+        LoadBf16x8(xg + 8, v + 8);
+        const float inv = norm_inv[t];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 16 * g + j));
+        QuantizeValues(v, sq + t * K + 16 * g, sd + i);
+      } else {
+        QuantizeGroup(xg, sq + t * K + 16 * g, sd + i);
+      }
+    }
+    __syncthreads();
+    xq = sq;
+    xds = sd;
+  }
   const int8_t* xqr[R];
   const float2* xdr[R];
 #pragma unroll
@@ -392,34 +494,56 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     xqr[t] = xq + tt * K;
     xdr[t] = xds + tt * (K / 16);
   }
-  float acc[kRows][R];
+  while (true) {
+    float acc[kRows][R];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r)
+    for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
-
-  // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
-  // kernel before this one finishes.
-  typename F::Raw raw[kUnroll][kRows];
-  LoadUnits<F>(raw, sg.w, a.up, rows, lane_g, G, units);
-  PdlWait();
-  PdlTrigger();
-  for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-    if (u0 != lane_g) LoadUnits<F>(raw, sg.w, a.up, rows, u0, G, units);
+      for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+      if (u0 != lane_g) LoadUnits<F>(raw, sg->w, a.up, rows, u0, G, units);
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int u = u0 + k * G;
-      if (u < units) {
+      for (int k = 0; k < kUnroll; ++k) {
+        const int u = u0 + k * G;
+        if (u < units) {
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const typename F::Ctx ctx = F::MakeCtx(raw[k][r], u);
+          for (int r = 0; r < kRows; ++r) {
+            const typename F::Ctx ctx = F::MakeCtx(raw[k][r], u);
 #pragma unroll
-          for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, u, xqr[t], xdr[t]);
+            for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, u, xqr[t], xdr[t]);
+          }
         }
       }
     }
+    const GemvSeg* done = sg;
+    const int64_t done_row0 = row0;
+    vb += gridDim.x;
+    const bool more = vb < a.n_blocks;
+    if (more) {
+      enter(vb);
+      LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
+    }
+    ReduceAndStore<RPT, R, kPair>(acc, a, *done, lane_g, grp, done_row0);
+    if (!more) break;
+    __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
   }
-  ReduceAndStore<RPT, R, kPair>(acc, a, sg, lane_g, grp, row0);
+}
+
+// Blocks per SM of the int8 kernel's grid, set by SetGemvBlocksPerSm (-1: HYMT_GEMV_BLOCKS_PER_SM, or 4).
+std::atomic<int> g_blocks_per_sm{-1};
+
+// The int8 kernel's grid: at most that many blocks per SM (0: no limit), each looping over row blocks.
+int64_t GemvGrid(int64_t n_blocks) {
+  static const int env_per_sm = [] {
+    const char* s = std::getenv("HYMT_GEMV_BLOCKS_PER_SM");
+    const int v = s != nullptr ? std::atoi(s) : 4;
+    return v >= 0 && v <= 64 ? v : 4;
+  }();
+  const int set = g_blocks_per_sm.load(std::memory_order_relaxed);
+  const int per_sm = set >= 0 ? set : env_per_sm;
+  const int sms = SmCount();
+  if (per_sm == 0 || sms <= 0) return n_blocks;
+  return std::min<int64_t>(n_blocks, static_cast<int64_t>(sms) * per_sm);
 }
 
 // The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
@@ -446,6 +570,7 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   a.group = group;
   a.out_f32 = out_f32;
   a.epi = epi;
+  a.n_blocks = total;
   *blocks = total;
   return a;
 }
@@ -453,7 +578,8 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
 // Weight rows per thread for one token row (1, 2 or 4): rows of a thread share each activation load, which
 // cuts the L1 traffic per weight byte at the cost of registers. Chosen by batch-1 decode at the 7B shape on
 // an H200 (hymt bench, docs/BENCHMARKS.md): 16-bit and f32 weights 4 (bf16 1 -> 2 -> 4: 194, 202, 206
-// tok/s), q8_0 and q4_k 2 (q8_0 262 -> 276, q4_k 244 -> 275); f8 and q6_k, not measured, keep 1.
+// tok/s), q8_0 and q4_k 2 (q8_0 262 -> 276, q4_k 244 -> 275), q6_k (int8 path as q4_k's) 2 as q4_k; f8,
+// not measured, keeps 1.
 // HYMT_GEMV_RPT1=1|2|4 overrides it for every type (q6_k takes at most 2).
 int GemvRpt1(DType t) {
   static const int env = [] {
@@ -469,55 +595,98 @@ int GemvRpt1(DType t) {
       return 4;
     case DType::kQ8_0:
     case DType::kQ4_K:
+    case DType::kQ6_K:
       return 2;
     default:
       return 1;
   }
 }
 
+// Shared memory of the float kernel's fused norm (bf16 rows), or 0 where it would exceed 46 KiB (see
+// SmemXBytes).
+size_t SmemNormBytes(int64_t rows, int64_t K) {
+  const size_t bytes = static_cast<size_t>(rows * K * 2);
+  return bytes <= 46 * 1024 ? bytes : 0;
+}
+
 template <DType T, int R, bool kPair, int RPT>
 void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-             cudaStream_t stream) {
+             cudaStream_t stream, const GemvNorm* norm) {
   int64_t blocks = 0;
-  const GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
-  Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
+  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  if (norm == nullptr) {
+    Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT, false>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
+    return;
+  }
+  const size_t smem = SmemNormBytes(x.rows, parts[0].w.cols);
+  HYMT_CUDA_EXPECT(smem > 0, "a fused RMSNorm over ", x.rows, " rows of ", parts[0].w.cols);
+  a.norm = norm->w;
+  a.norm_eps = norm->eps;
+  a.has_norm = true;
+  Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT, true>, static_cast<unsigned>(GemvGrid(blocks)), kThreads, smem,
+         stream, a);
+}
+
+// Shared memory the int8 kernel's own activation quantisation (kSmemX) takes; it is used while this stays
+// within 46 KiB, which with the reduction's static array fits the 48 KiB a block gets without opting in
+// (the 7B's widths at one and two token rows), unless HYMT_GEMV_SMEM_X=0.
+size_t SmemXBytes(int64_t rows, int64_t K) {
+  static const bool on = [] {
+    const char* s = std::getenv("HYMT_GEMV_SMEM_X");
+    return s == nullptr || std::strcmp(s, "0") != 0;
+  }();
+  const size_t bytes = static_cast<size_t>(rows * K + rows * (K / 16) * 8);
+  return on && bytes <= 46 * 1024 ? bytes : 0;
 }
 
 template <DType T, int R, bool kPair, int RPT>
 void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-                void* scratch, cudaStream_t stream) {
+                void* scratch, cudaStream_t stream, const GemvNorm* norm) {
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
   const bool pdl = PdlEnabled();
+  int64_t blocks = 0;
+  GemvArgs a = Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  if (norm != nullptr) {
+    a.norm = norm->w;
+    a.norm_eps = norm->eps;
+    a.has_norm = true;
+  }
+  const size_t smem = SmemXBytes(x.rows, K);
+  HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
+  const unsigned grid = static_cast<unsigned>(GemvGrid(blocks));
+  if (smem > 0) {
+    Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, true>, grid, kThreads, smem, stream, a,
+           static_cast<const int8_t*>(nullptr), static_cast<const float2*>(nullptr));
+    return;
+  }
   Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
          static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
-  int64_t blocks = 0;
-  const GemvArgs a =
-      Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
-  Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT>, static_cast<unsigned>(blocks), kThreads, 0, stream, a,
+  Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, false>, grid, kThreads, 0, stream, a,
          static_cast<const int8_t*>(xq), static_cast<const float2*>(xds));
 }
 
 // The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1(T).
 template <DType T, int R>
-void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream) {
+void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream,
+                 const GemvNorm* norm) {
   if (R == 1 && GemvRpt1(T) == 2)
-    LaunchT<T, R, false, 2>(parts, x, out_f32, epi, nullptr, stream);
+    LaunchT<T, R, false, 2>(parts, x, out_f32, epi, nullptr, stream, norm);
   else if (R == 1 && GemvRpt1(T) == 4)
-    LaunchT<T, R, false, (T == DType::kQ6_K ? 2 : 4)>(parts, x, out_f32, epi, nullptr, stream);
+    LaunchT<T, R, false, (T == DType::kQ6_K ? 2 : 4)>(parts, x, out_f32, epi, nullptr, stream, norm);
   else
-    LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream);
+    LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream, norm);
 }
 template <DType T, int R>
 void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const GemvNorm* norm) {
   if (R == 1 && GemvRpt1(T) == 2)
-    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream);
+    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
   else if (R == 1 && GemvRpt1(T) == 4)
-    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream);
+    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
   else
-    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream);
+    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
 }
 
 // Calls f.template operator()<R>() with R the kernel's token rows for n rows (1, 2, 4 or 8).
@@ -553,22 +722,35 @@ __global__ __launch_bounds__(128) void GemvSimpleKernel(WeightView w, MatView x,
 
 }  // namespace
 
+// The current device's compute capability (major) and SM count, asked once per device (-1: unknown).
+struct DeviceTraits {
+  int cc_major, sms;
+};
+DeviceTraits CurrentDeviceTraits() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return {-1, -1};
+  static std::atomic<int> cc_major[64], sm_count[64];  // 0: not asked yet
+  int cc = cc_major[dev].load(std::memory_order_acquire);
+  if (cc == 0) {
+    cudaDeviceProp prop;
+    const bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess;
+    sm_count[dev].store(ok ? prop.multiProcessorCount : -1, std::memory_order_relaxed);
+    cc = ok ? prop.major : -1;
+    cc_major[dev].store(cc, std::memory_order_release);
+  }
+  return {cc, sm_count[dev].load(std::memory_order_relaxed)};
+}
+
 bool PdlEnabled() {
   static const bool env_on = [] {
     const char* s = std::getenv("HYMT_PDL");
     return s == nullptr || std::strcmp(s, "0") != 0;
   }();
-  if (!env_on) return false;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  static std::atomic<int> cc_major[64];  // 0: not asked yet
-  int cc = cc_major[dev].load(std::memory_order_relaxed);
-  if (cc == 0) {
-    cudaDeviceProp prop;
-    cc = cudaGetDeviceProperties(&prop, dev) == cudaSuccess ? prop.major : -1;
-    cc_major[dev].store(cc, std::memory_order_relaxed);
-  }
-  return cc >= 9;
+  return env_on && CurrentDeviceTraits().cc_major >= 9;
+}
+
+int SmCount() {
+  return CurrentDeviceTraits().sms;
 }
 
 bool GemvFastSupported(const WeightView& w, MatView x) {
@@ -577,16 +759,41 @@ bool GemvFastSupported(const WeightView& w, MatView x) {
          reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
+void SetGemvBlocksPerSm(int n) {
+  g_blocks_per_sm.store(n, std::memory_order_relaxed);
+}
+
 bool GemvInt8Supported(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ8_0;
+  return t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ8_0;
 }
 
 size_t GemvActScratchBytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(rows * cols) + static_cast<size_t>(rows * (cols / 16)) * sizeof(float2);
 }
 
+// Whether GEMVs fuse the RMSNorm before them, set by SetGemvFuseNorm (-1: HYMT_FUSE_NORM=1 turns it on;
+// off by default, see cuda_internal.h).
+std::atomic<int> g_fuse_norm{-1};
+
+void SetGemvFuseNorm(int on) {
+  g_fuse_norm.store(on, std::memory_order_relaxed);
+}
+
+bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes) {
+  static const bool env_on = [] {
+    const char* s = std::getenv("HYMT_FUSE_NORM");
+    return s != nullptr && std::strcmp(s, "1") == 0;
+  }();
+  const int set = g_fuse_norm.load(std::memory_order_relaxed);
+  const bool on = set >= 0 ? set != 0 : env_on;
+  if (!on || rows < 1 || rows > kGemvMaxRows || cols % 8 != 0 || FmtUnitElems(t) == 0) return false;
+  const bool int8 = GemvInt8Supported(t) && act_scratch_bytes >= GemvActScratchBytes(rows, cols);
+  return int8 ? SmemXBytes(rows, cols) > 0 : SmemNormBytes(rows, cols) > 0;
+}
+
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream) {
+                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
+                     const GemvNorm* norm) {
   HYMT_CUDA_EXPECT(x.rows >= 1 && x.rows <= kGemvMaxRows, x.rows, " rows");
   HYMT_CUDA_EXPECT(!parts.empty() && parts.size() <= static_cast<size_t>(kGemvMaxParts), parts.size(), " parts");
   HYMT_CUDA_EXPECT(!out_f32 || epi == GemvEpilogue::kStore, "an f32 output takes no epilogue");
@@ -602,30 +809,37 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
   const DType t = parts[0].w.dtype;
   const bool int8 = GemvInt8Supported(t) && act_scratch != nullptr &&
                     GemvActScratchBytes(x.rows, parts[0].w.cols) <= act_scratch_bytes;
+  HYMT_CUDA_EXPECT(norm == nullptr ||
+                       GemvNormFusable(t, x.rows, parts[0].w.cols, act_scratch != nullptr ? act_scratch_bytes : 0),
+                   "no fused RMSNorm for ", x.rows, " rows of ", parts[0].w.cols, " ", DTypeName(t));
   if (pair) {
     // One token row only: a group holding gate and up rows for more tokens needs more registers than
     // keep the SM occupied (over 100 at two rows).
     HYMT_CUDA_EXPECT(x.rows == 1, "the SwiGLU GEMV takes one token row, not ", x.rows);
     if (int8 && t == DType::kQ4_K)
-      LaunchInt8<DType::kQ4_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
+      LaunchInt8<DType::kQ4_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
+    else if (int8 && t == DType::kQ6_K)
+      LaunchInt8<DType::kQ6_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     else if (int8)
-      LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream);
+      LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     const bool ok =
-        int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true, 1>(parts, x, out_f32, epi, up, stream); });
+        int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true, 1>(parts, x, out_f32, epi, up, stream, norm); });
     HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
     return;
   }
   if (int8) {
     DispatchRows(x.rows, [&]<int R>() {
       if (t == DType::kQ4_K)
-        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream);
+        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
+      else if (t == DType::kQ6_K)
+        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
       else
-        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream);
+        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
     });
     return;
   }
   const bool ok = DispatchFmt(t, [&]<DType T>() {
-    DispatchRows(x.rows, [&]<int R>() { LaunchFloat<T, R>(parts, x, out_f32, epi, stream); });
+    DispatchRows(x.rows, [&]<int R>() { LaunchFloat<T, R>(parts, x, out_f32, epi, stream, norm); });
   });
   HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
 }

@@ -275,21 +275,30 @@ namespace emu {
 void Enqueue(cudaStream_t s, std::function<void()> fn);
 void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body);
 
+// The running launch's dynamic shared memory: a fresh allocation of exactly its bytes per launch (blocks
+// run one at a time and share it, as __shared__ statics do), so the sanitizer sees overruns.
+uint4* DynamicSmem();
+void SetDynamicSmem(size_t bytes);
+
 // What cu2cc.py writes for kernel<<<grid, block, smem, stream>>>(args...).
 class Launcher {
  public:
   Launcher(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = nullptr)
-      : grid_(grid), block_(block), stream_(stream) {}
+      : grid_(grid), block_(block), smem_(smem), stream_(stream) {}
   template <typename... P, typename... A>
   void Run(void (*kernel)(P...), A&&... args) {
     std::tuple<std::decay_t<P>...> params(static_cast<P>(std::forward<A>(args))...);
     const dim3 grid = grid_, block = block_;
-    Enqueue(stream_,
-            [kernel, params, grid, block]() { RunGrid(grid, block, [&]() { std::apply(kernel, params); }); });
+    const size_t smem = smem_;
+    Enqueue(stream_, [kernel, params, grid, block, smem]() {
+      SetDynamicSmem(smem);
+      RunGrid(grid, block, [&]() { std::apply(kernel, params); });
+    });
   }
 
  private:
   dim3 grid_, block_;
+  size_t smem_;
   cudaStream_t stream_;
 };
 }  // namespace emu
