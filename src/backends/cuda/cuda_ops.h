@@ -69,7 +69,7 @@ struct CudaOpsOptions {
   size_t dequant_scratch_bytes = size_t{32} << 20;    // bf16 slab of a quantised weight for the GEMM path
   size_t attention_scratch_bytes = size_t{16} << 20;  // split-K partial results of decode attention
   size_t staging_bytes = size_t{4} << 20;  // per staging area (step batch; op arguments): pinned + device
-  // Q4_K and Q8_0 decode GEMVs with int8 activations (dp4a), as llama.cpp does: the activation rows are
+  // Q4_K, Q6_K and Q8_0 decode GEMVs with int8 activations (dp4a), as llama.cpp does: the activation rows are
   // rounded to int8 per 16 values (error <= max|x| / 254 per value). Off: the weights are decoded to f32
   // instead (exact activations, but more instructions per weight than an SM issues at full bandwidth).
   bool int8_activations = true;
