@@ -190,6 +190,48 @@ __device__ __forceinline__ void LoadUnits(typename F::Raw (&raw)[kUnroll][kRows]
   }
 }
 
+// The row blocks a GEMV block works through: blockIdx.x, + gridDim.x, ... below a.n_blocks (one, when
+// the grid has a block per row block). For the current one: its segment, the group's first row and its
+// RPT rows, clamped (rows past N read valid memory and are not stored).
+template <int RPT>
+struct RowBlocks {
+  const GemvArgs& a;
+  int G, grp;
+  int64_t vb;
+  const GemvSeg* sg = nullptr;
+  int64_t row0 = 0;
+  int64_t rows[RPT];
+  __device__ __forceinline__ RowBlocks(const GemvArgs& args, int group, int group_index)
+      : a(args), G(group), grp(group_index), vb(blockIdx.x) {
+    Enter();
+  }
+  __device__ __forceinline__ void Enter() {
+    int64_t block = 0;
+    sg = &BlockSeg(a, vb, &block);
+    row0 = (block * (kThreads / G) + grp) * RPT;
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
+  }
+};
+
+// Stores the current row block's sums and moves to the next row block, whose first weight units start
+// loading before the reduction. Returns false after the last one. Every thread of the block calls it.
+template <typename F, int RPT, int R, bool kPair, int kUnroll, int kRows>
+__device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kRows][R],
+                                             typename F::Raw (&raw)[kUnroll][kRows], int lane_g, int units) {
+  const GemvSeg* done = rb.sg;
+  const int64_t done_row0 = rb.row0;
+  rb.vb += gridDim.x;
+  const bool more = rb.vb < rb.a.n_blocks;
+  if (more) {
+    rb.Enter();
+    LoadUnits<F>(raw, rb.sg->w, rb.a.up, rb.rows, lane_g, rb.G, units);
+  }
+  ReduceAndStore<RPT, R, kPair>(acc, rb.a, *done, lane_g, rb.grp, done_row0);
+  if (more) __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
+  return more;
+}
+
 // kNorm: the activation rows are first normalised as RmsNorm would (a.norm; identical bits) into shared
 // memory, n_tok * K bf16, by every block; the grid is then smaller than a.n_blocks (GemvGrid) and each
 // block works through row blocks blockIdx.x, + gridDim.x, ..., so that its prologue serves several. Without
@@ -205,25 +247,12 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
   const int units = static_cast<int>(K / F::kUnitElems);
 
-  // Row block vb: its segment, first row and rows; rows past N and tokens past n_tok read valid memory
-  // (clamped) and are not stored.
-  int64_t vb = blockIdx.x;
-  const GemvSeg* sg = nullptr;
-  int64_t row0 = 0;
-  int64_t rows[RPT];
-  auto enter = [&](int64_t b) {
-    int64_t block = 0;
-    sg = &BlockSeg(a, b, &block);
-    row0 = (block * (kThreads / G) + grp) * RPT;
-#pragma unroll
-    for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
-  };
-  enter(vb);
+  RowBlocks<RPT> rb(a, G, grp);  // tokens past n_tok, like rows past N, read valid memory, are not stored
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
   typename F::Raw raw[kUnroll][kRows];
-  LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
+  LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, lane_g, G, units);
   PdlWait();
   PdlTrigger();
   const uint16_t* x = a.x;
@@ -258,7 +287,7 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
 #pragma unroll
       for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
     for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-      if (u0 != lane_g) LoadUnits<F>(raw, sg->w, a.up, rows, u0, G, units);
+      if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int u = u0 + k * G;
@@ -285,17 +314,7 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
         }
       }
     }
-    const GemvSeg* done = sg;
-    const int64_t done_row0 = row0;
-    vb += gridDim.x;
-    const bool more = vb < a.n_blocks;
-    if (more) {
-      enter(vb);
-      LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
-    }
-    ReduceAndStore<RPT, R, kPair>(acc, a, *done, lane_g, grp, done_row0);
-    if (!more) break;
-    __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
+    if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
   }
 }
 
@@ -434,25 +453,12 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
   const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
   const int units = static_cast<int>(K / F::kUnitElems);
 
-  // Row block vb: its segment, first row and (clamped) rows; rows past N and tokens past n_tok read valid
-  // memory and are not stored.
-  int64_t vb = blockIdx.x;
-  const GemvSeg* sg = nullptr;
-  int64_t row0 = 0;
-  int64_t rows[RPT];
-  auto enter = [&](int64_t b) {
-    int64_t block = 0;
-    sg = &BlockSeg(a, b, &block);
-    row0 = (block * (kThreads / G) + grp) * RPT;
-#pragma unroll
-    for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
-  };
-  enter(vb);
+  RowBlocks<RPT> rb(a, G, grp);  // tokens past n_tok, like rows past N, read valid memory, are not stored
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
   typename F::Raw raw[kUnroll][kRows];
-  LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
+  LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, lane_g, G, units);
   PdlWait();
   PdlTrigger();
   if constexpr (kSmemX) {
@@ -501,7 +507,7 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
 #pragma unroll
       for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
     for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-      if (u0 != lane_g) LoadUnits<F>(raw, sg->w, a.up, rows, u0, G, units);
+      if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int u = u0 + k * G;
@@ -515,17 +521,7 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
         }
       }
     }
-    const GemvSeg* done = sg;
-    const int64_t done_row0 = row0;
-    vb += gridDim.x;
-    const bool more = vb < a.n_blocks;
-    if (more) {
-      enter(vb);
-      LoadUnits<F>(raw, sg->w, a.up, rows, lane_g, G, units);
-    }
-    ReduceAndStore<RPT, R, kPair>(acc, a, *done, lane_g, grp, done_row0);
-    if (!more) break;
-    __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
+    if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
   }
 }
 
