@@ -705,17 +705,21 @@ TEST_F(CudaMatMulTest, LongRows) {
   }
 }
 
-// The int8-activation GEMV with fewer blocks than row blocks (each block loops over several, the next one's
-// first weights loading while the current one's sums are reduced), one part and three.
-TEST_F(CudaMatMulTest, PersistentInt8Blocks) {
+// GEMVs with fewer blocks than row blocks (each block loops over several, the next one's first weights
+// loading while the current one's sums are reduced), one part and three: the int8 kernel, and the float
+// kernel with the fused norm (the only case in which it loops), against the unfused sequence.
+TEST_F(CudaMatMulTest, PersistentBlocks) {
   struct Reset {
-    ~Reset() { cuda::SetGemvBlocksPerSm(-1); }
+    ~Reset() {
+      cuda::SetGemvBlocksPerSm(-1);
+      cuda::SetGemvFuseNorm(-1);
+    }
   } reset;
   for (int per_sm : {1, 0}) {
     SCOPED_TRACE(StrCat(per_sm, " blocks per SM"));
     cuda::SetGemvBlocksPerSm(per_sm);
-    for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
-      Check({t, 4100, 256}, {1, 2});  // 4100 rows: hundreds of row blocks and a partial last one
+    for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kBF16}) {
+      if (t != DType::kBF16) Check({t, 4100, 256}, {1, 2});  // hundreds of row blocks, a partial last one
       const uint64_t seed = NextSeed();
       SCOPED_TRACE(StrCat(DTypeName(t), " group, seed ", seed));
       Rng rng(seed);
@@ -734,11 +738,26 @@ TEST_F(CudaMatMulTest, PersistentInt8Blocks) {
       }
       const Weight* wp[] = {&ws[0], &ws[1], &ws[2]};
       const Tensor outs[] = {grouped[0].t, grouped[1].t, grouped[2].t};
-      ops_->MatMulGroup(dx.t, wp, outs);
-      for (int i = 0; i < 3; ++i) {
-        ops_->MatMul(dx.t, ws[static_cast<size_t>(i)], single[static_cast<size_t>(i)].t);
-        EXPECT_EQ(RawUnits(*ops_, grouped[static_cast<size_t>(i)].t), RawUnits(*ops_, single[static_cast<size_t>(i)].t))
-            << "part " << i;
+      const std::vector<uint8_t> nb = RandomWeightBytes(rng, DType::kBF16, 1, k);
+      const Weight nw = ops_->PrepareWeight(HostWeight("norm", DType::kBF16, 1, k, nb.data()));
+      DevTensor h = NewTensor(1, k);
+      for (bool norm : {false, true}) {
+        SCOPED_TRACE(norm ? "fused norm" : "no norm");
+        cuda::SetGemvFuseNorm(norm ? 1 : 0);
+        Tensor in = dx.t;
+        if (norm) {
+          ops_->NormMatMulGroup(dx.t, nw, 1e-5f, h.t, wp, outs);
+          cuda::SetGemvFuseNorm(0);
+          ops_->RmsNorm(dx.t, nw, 1e-5f, h.t);
+          in = h.t;
+        } else {
+          ops_->MatMulGroup(dx.t, wp, outs);
+        }
+        for (int i = 0; i < 3; ++i) {
+          ops_->MatMul(in, ws[static_cast<size_t>(i)], single[static_cast<size_t>(i)].t);
+          EXPECT_EQ(RawUnits(*ops_, grouped[static_cast<size_t>(i)].t), RawUnits(*ops_, single[static_cast<size_t>(i)].t))
+              << "part " << i;
+        }
       }
     }
   }
