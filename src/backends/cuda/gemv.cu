@@ -51,13 +51,23 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The tuning switches below are read once from the environment: the integer value of `name` (fallback
+// when unset), and whether it is set to exactly `value`.
+int EnvInt(const char* name, int fallback) {
+  const char* s = std::getenv(name);
+  return s != nullptr ? std::atoi(s) : fallback;
+}
+bool EnvEquals(const char* name, const char* value) {
+  const char* s = std::getenv(name);
+  return s != nullptr && std::strcmp(s, value) == 0;
+}
+
 // Per-thread loop iterations the group size aims at (see the file comment): 1 for the 16-bit and f32
 // weights, 4 for the others (measured on an H200 at the 7B shapes, cuda_kernels --gemv); HYMT_GEMV_ITERS
 // overrides both.
 int GemvIters(DType t) {
   static const int env = [] {
-    const char* s = std::getenv("HYMT_GEMV_ITERS");
-    const int v = s != nullptr ? std::atoi(s) : 0;
+    const int v = EnvInt("HYMT_GEMV_ITERS", 0);
     return v >= 1 && v <= 64 ? v : 0;
   }();
   if (env > 0) return env;
@@ -80,9 +90,8 @@ struct GemvArgs {
   int n_tok;  // <= R
   int group;  // G: threads per row group
   int64_t n_blocks;  // row blocks over all segments (GemvInt8Kernel's blocks loop over them)
-  WeightView norm;    // has_norm: x is first normalised as RmsNorm(x, norm, norm_eps) would
+  WeightView norm;    // norm.data set: x is first normalised as RmsNorm(x, norm, norm_eps) would
   float norm_eps;
-  bool has_norm;
   bool out_f32;
   GemvEpilogue epi;
 };
@@ -362,13 +371,8 @@ __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
   return __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), s);
 }
 
-// The int8 path's units (loads and per-unit scales) per format: those of the f32 path's Fmt, one 16-byte
-// weight load per unit (Q4_K: 32 elements, the two halves of one row of sub-blocks p/2 and 4 + p/2).
-template <DType T>
-struct Int8Fmt : Fmt<T> {
-  static constexpr int kUnitsPerLoad = 1;  // 16-byte weight loads per unit
-};
-
+// The int8 path loads the same units as the f32 path (Fmt<T>; for Q4_K and Q6_K 32 elements, two runs of
+// 16 at c and c + 128) and takes their dot products with int8 activations.
 // The dot product of one unit of a row with one int8 activation row (xq: the row's int8 values, xds: its
 // per-16 {dx, dx * sum q}).
 template <DType T>
@@ -376,7 +380,7 @@ struct Int8Dot;
 
 template <>
 struct Int8Dot<DType::kQ4_K> {
-  using F = Int8Fmt<DType::kQ4_K>;
+  using F = Fmt<DType::kQ4_K>;
   static __device__ __forceinline__ uint4 Lo(const uint4& q) {
     return make_uint4(q.x & 0x0f0f0f0fu, q.y & 0x0f0f0f0fu, q.z & 0x0f0f0f0fu, q.w & 0x0f0f0f0fu);
   }
@@ -400,7 +404,7 @@ struct Int8Dot<DType::kQ4_K> {
 // scale: d sc dx sum (q - 32) qx = d sc (dx sum q qx - 32 dx sum qx).
 template <>
 struct Int8Dot<DType::kQ6_K> {
-  using F = Int8Fmt<DType::kQ6_K>;
+  using F = Fmt<DType::kQ6_K>;
   template <int h>
   static __device__ __forceinline__ uint4 Run(const F::Raw& r) {
     return make_uint4(F::Values<h>(r, 0, r.ql.x), F::Values<h>(r, 1, r.ql.y), F::Values<h>(r, 2, r.ql.z),
@@ -419,20 +423,13 @@ struct Int8Dot<DType::kQ6_K> {
 // Q8_0: unit u is 16 int8 weights at column 16u with their block's scale d.
 template <>
 struct Int8Dot<DType::kQ8_0> {
-  using F = Int8Fmt<DType::kQ8_0>;
+  using F = Fmt<DType::kQ8_0>;
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
                                               const float2* xds) {
     const int s = Dot16(raw.q, Ld16(xq + 16 * u));
     return ctx.d * (xds[u].x * static_cast<float>(s));
   }
 };
-
-// Units in flight per thread and row on the int8 path: as many 16-byte weight loads as the f32 path.
-template <DType T>
-constexpr int Int8UnitsInFlight(int rpt) {
-  const int u = UnitsInFlight(rpt) / Int8Fmt<T>::kUnitsPerLoad;
-  return u > 0 ? u : 1;
-}
 
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
 //
@@ -444,9 +441,9 @@ constexpr int Int8UnitsInFlight(int rpt) {
 // block's first weights load before the current one's sums are reduced.
 template <DType T, int R, bool kPair, int RPT, bool kSmemX>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
-  using F = Int8Fmt<T>;
+  using F = Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
-  constexpr int kUnroll = Int8UnitsInFlight<T>(RPT);
+  constexpr int kUnroll = UnitsInFlight(RPT);  // as many 16-byte weight loads in flight as the f32 path
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
@@ -466,7 +463,7 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     float2* sd = reinterpret_cast<float2*>(sq + a.n_tok * K);  // K % 32 == 0: 16-byte aligned
     const int64_t groups = K / 16;
     __shared__ float norm_scratch[32], norm_inv[kGemvMaxRows];
-    if (a.has_norm) {
+    if (a.norm.data != nullptr) {
       for (int t = 0; t < a.n_tok; ++t) {
         const float inv = RowRmsInv(a.x + t * a.x_stride, K, a.norm_eps, norm_scratch);
         if (threadIdx.x == 0) norm_inv[t] = inv;
@@ -476,7 +473,7 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     for (int64_t i = threadIdx.x; i < a.n_tok * groups; i += kThreads) {
       const int64_t t = i / groups, g = i % groups;
       const uint16_t* xg = a.x + t * a.x_stride + 16 * g;
-      if (a.has_norm) {
+      if (a.norm.data != nullptr) {
         float v[16];
         LoadBf16x8(xg, v);
         LoadBf16x8(xg + 8, v + 8);
@@ -531,8 +528,7 @@ std::atomic<int> g_blocks_per_sm{-1};
 // The int8 kernel's grid: at most that many blocks per SM (0: no limit), each looping over row blocks.
 int64_t GemvGrid(int64_t n_blocks) {
   static const int env_per_sm = [] {
-    const char* s = std::getenv("HYMT_GEMV_BLOCKS_PER_SM");
-    const int v = s != nullptr ? std::atoi(s) : 4;
+    const int v = EnvInt("HYMT_GEMV_BLOCKS_PER_SM", 4);
     return v >= 0 && v <= 64 ? v : 4;
   }();
   const int set = g_blocks_per_sm.load(std::memory_order_relaxed);
@@ -579,8 +575,7 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
 // HYMT_GEMV_RPT1=1|2|4 overrides it for every type (q6_k takes at most 2).
 int GemvRpt1(DType t) {
   static const int env = [] {
-    const char* s = std::getenv("HYMT_GEMV_RPT1");
-    const int v = s != nullptr ? std::atoi(s) : 0;
+    const int v = EnvInt("HYMT_GEMV_RPT1", 0);
     return v == 1 || v == 2 || v == 4 ? v : 0;
   }();
   if (env != 0) return env;
@@ -618,7 +613,6 @@ void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilo
   HYMT_CUDA_EXPECT(smem > 0, "a fused RMSNorm over ", x.rows, " rows of ", parts[0].w.cols);
   a.norm = norm->w;
   a.norm_eps = norm->eps;
-  a.has_norm = true;
   Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT, true>, static_cast<unsigned>(GemvGrid(blocks)), kThreads, smem,
          stream, a);
 }
@@ -627,10 +621,7 @@ void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilo
 // within 46 KiB, which with the reduction's static array fits the 48 KiB a block gets without opting in
 // (the 7B's widths at one and two token rows), unless HYMT_GEMV_SMEM_X=0.
 size_t SmemXBytes(int64_t rows, int64_t K) {
-  static const bool on = [] {
-    const char* s = std::getenv("HYMT_GEMV_SMEM_X");
-    return s == nullptr || std::strcmp(s, "0") != 0;
-  }();
+  static const bool on = !EnvEquals("HYMT_GEMV_SMEM_X", "0");
   const size_t bytes = static_cast<size_t>(rows * K + rows * (K / 16) * 8);
   return on && bytes <= 46 * 1024 ? bytes : 0;
 }
@@ -643,12 +634,11 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
   const bool pdl = PdlEnabled();
   int64_t blocks = 0;
-  GemvArgs a = Shape<RPT, Int8Fmt<T>::kUnitElems, Int8UnitsInFlight<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
   if (norm != nullptr) {
     a.norm = norm->w;
     a.norm_eps = norm->eps;
-    a.has_norm = true;
-  }
+    }
   const size_t smem = SmemXBytes(x.rows, K);
   HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
   const unsigned grid = static_cast<unsigned>(GemvGrid(blocks));
@@ -738,10 +728,7 @@ DeviceTraits CurrentDeviceTraits() {
 }
 
 bool PdlEnabled() {
-  static const bool env_on = [] {
-    const char* s = std::getenv("HYMT_PDL");
-    return s == nullptr || std::strcmp(s, "0") != 0;
-  }();
+  static const bool env_on = !EnvEquals("HYMT_PDL", "0");
   return env_on && CurrentDeviceTraits().cc_major >= 9;
 }
 
@@ -776,10 +763,7 @@ void SetGemvFuseNorm(int on) {
 }
 
 bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes) {
-  static const bool env_on = [] {
-    const char* s = std::getenv("HYMT_FUSE_NORM");
-    return s != nullptr && std::strcmp(s, "1") == 0;
-  }();
+  static const bool env_on = EnvEquals("HYMT_FUSE_NORM", "1");
   const int set = g_fuse_norm.load(std::memory_order_relaxed);
   const bool on = set >= 0 ? set != 0 : env_on;
   if (!on || rows < 1 || rows > kGemvMaxRows || cols % 8 != 0 || FmtUnitElems(t) == 0) return false;
