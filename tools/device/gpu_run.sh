@@ -4,7 +4,7 @@
 # against transformers, and runs hymt and transformers side by side at the 7B shape. Stages are
 # independent and time-boxed; the whole call stays under BUDGET seconds. Results go to $OUT.
 #   tools/device/gpu_run.sh [STAGES]   STAGES: comma-separated subset of
-#       fixtures,gpu,tune,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
+#       fixtures,gpu,tune,lab,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
 #       (default: all but profile and budgets)
 set -u
 export PYTHONUNBUFFERED=1
@@ -67,9 +67,17 @@ if has tune && [[ -x $B/bench/cuda_kernels ]]; then
   fi
 fi
 
+# The kernel lab's GEMV sections under other decode switches: LAB="VAR=VALUE[,VAR=VALUE] ...", each run once
+# (the gpu stage's lab run is the default's).
+if has lab && [[ -x $B/bench/cuda_kernels ]]; then
+  for spec in ${LAB:-HYMT_GEMV_PIPE=0}; do
+    stage "lab_${spec//[=,]/_}" 60 env ${spec//,/ } "$B/bench/cuda_kernels" --gemv
+  done
+fi
+
 if has random; then wait $RAND_PID; log "random 7B: $(tail -2 $W/random.log | tr '\n' ' ')"; fi
 if [[ -f $R7B/config.json && -x $HYMT ]]; then
-  if has hymtbench; then
+  if has hymtbench || has ab; then
     ( "$HYMT" quantize --model "$R7B" --type q4_k_m -o "$W/r7b-q4_k_m.gguf" &&
       "$HYMT" quantize --model "$R7B" --type q8_0 -o "$W/r7b-q8_0.gguf" ) >"$W/quantize.log" 2>&1 &
     QPID=$!
@@ -97,15 +105,15 @@ if [[ -f $R7B/config.json && -x $HYMT ]]; then
     done
   fi
 fi
-# A/B of decode switches at batch 1: AB="FORMAT:VAR=VALUE ..." (FORMAT bf16, q8_0 or q4_k_m), each against
+# A/B of decode switches at batch 1: AB="FORMAT:VAR=VALUE[,VAR=VALUE] ..." (FORMAT bf16, q8_0 or q4_k_m), each against
 # the default run of that format in the same call.
 if has ab && [[ -f $R7B/config.json && -x $HYMT ]]; then
   wait $QPID 2>/dev/null
   for spec in ${AB:-q4_k_m: q4_k_m:HYMT_GEMV_SMEM_X=0 q8_0: q8_0:HYMT_GEMV_SMEM_X=0 bf16:}; do
     f=${spec%%:*}; v=${spec#*:}; m=$W/r7b-$f.gguf; [[ $f == bf16 ]] && m=$R7B
     [[ -e $m ]] || continue
-    name=ab_${f}_${v:-default}; name=${name//=/_}
-    stage "$name" 40 env $v "$HYMT" bench --model "$m" --device cuda --batches 1 --prompt 48 --gen 128 \
+    name=ab_${f}_${v:-default}; name=${name//[=,]/_}
+    stage "$name" 40 env ${v//,/ } "$HYMT" bench --model "$m" --device cuda --batches 1 --prompt 48 --gen 128 \
       --prefill-seqs 1 --prefill-len 48 --json "$W/$name.json"
   done
 fi

@@ -187,6 +187,9 @@ struct AttentionArgs {
   int n_splits = 1;
   float* partial_o = nullptr;   // [n_decode][n_heads][n_splits][head_dim]
   float* partial_ml = nullptr;  // [n_decode][n_heads][n_splits][2]
+  // [n_decode][n_kv_heads], zero between launches: the decode kernel's last split block of each (row, kv
+  // head) merges the splits. Null: a separate combine launch does.
+  int32_t* split_counters = nullptr;
   // Prefill path: tiles of query rows sharing each K/V tile.
   const PrefillTile* tiles = nullptr;  // device [n_tiles]
   int n_tiles = 0;
@@ -200,6 +203,9 @@ bool PrefillTensorCoresSupported(const KvView& kv, int n_heads, int cc_major);
 // Rows of one prefill tile for a GQA group size (the kernel handles 64 (row, head) pairs per block).
 int PrefillTileRows(int group);
 void LaunchAttentionFast(const AttentionArgs& args, cudaStream_t stream);
+// Whether the decode kernel merges its splits itself where it has split counters (1), or a separate
+// launch does (0); -1: the environment's choice (HYMT_ATTN_FOLD=0 turns it off). For tests and A/B runs.
+void SetAttentionFoldCombine(int on);
 // The simple kernel: one warp per (row, head), every row of the batch (rows = q.rows).
 void LaunchAttentionSimple(const AttentionArgs& args, cudaStream_t stream);
 

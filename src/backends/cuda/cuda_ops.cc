@@ -61,6 +61,9 @@ constexpr int kDecodeMaxRows = 4;
 // Decode attention: at least this many positions per split, at most this many splits.
 constexpr int kSplitMinPositions = 16;
 constexpr int kMaxSplits = 64;
+// The end of the attention scratch holds the decode kernel's split counters (cuda_internal.h): up to
+// 16,384 (row, kv head) pairs; more, and a separate launch merges the splits.
+constexpr size_t kSplitCounterBytes = size_t{64} << 10;
 // MatMul with weights other than bf16: up to this many rows run as GEMV passes of kGemvMaxRows (each
 // reads the weight once); more rows dequantise slabs to bf16 for cuBLAS (~4.5 bytes per weight element
 // moved, so the GEMV passes win up to ~8 passes for q4_k, ~4 for q8_0).
@@ -410,6 +413,12 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()));
     dequant_ = DeviceMemory(options.dequant_scratch_bytes, "the GEMM dequantisation slab", device);
     attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
+    attn_partial_bytes_ = attn_.size();
+    if (attn_.size() >= 2 * kSplitCounterBytes) {
+      attn_partial_bytes_ = attn_.size() - kSplitCounterBytes;
+      split_counters_ = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(attn_.get()) + attn_partial_bytes_);
+      HYMT_CUDA_CHECK(cudaMemsetAsync(split_counters_, 0, kSplitCounterBytes, stream_));  // first on the stream
+    }
     if (options.int8_activations)
       act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
     sample_ = std::make_unique<SampleArea>(options.sampling_history_tokens, device);
@@ -797,6 +806,8 @@ class CudaOpsImpl final : public CudaOps {
       a.n_splits = Splits(a.n_decode, n_heads, kv.n_kv_heads, kv.head_dim);
       a.partial_o = static_cast<float*>(attn_.get());
       a.partial_ml = a.partial_o + static_cast<size_t>(a.n_decode) * n_heads * a.n_splits * kv.head_dim;
+      if (static_cast<size_t>(a.n_decode) * kv.n_kv_heads * sizeof(int32_t) <= kSplitCounterBytes)
+        a.split_counters = split_counters_;
     }
     Trace({kOpAttention, Ptr(q.data), q.stride, Ptr(out.data), out.stride, Ptr(kv.k), Ptr(kv.v),
            static_cast<int64_t>(kv.dtype), kv.n_kv_heads, kv.head_dim, kv.page_size, n_heads, Bits(scale),
@@ -1238,7 +1249,7 @@ class CudaOpsImpl final : public CudaOps {
     const int64_t blocks = static_cast<int64_t>(n_decode) * n_kv_heads;
     const int want = static_cast<int>(std::min<int64_t>(kMaxSplits, (2 * sm_count_ + blocks - 1) / blocks));
     const size_t per_split = static_cast<size_t>(n_decode) * n_heads * (head_dim + 2) * sizeof(float);
-    const int by_scratch = static_cast<int>(std::min<size_t>(kMaxSplits, attn_.size() / per_split));
+    const int by_scratch = static_cast<int>(std::min<size_t>(kMaxSplits, attn_partial_bytes_ / per_split));
     return std::max(1, std::min({want, by_ctx, by_scratch}));
   }
 
@@ -1429,6 +1440,8 @@ class CudaOpsImpl final : public CudaOps {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceMemory cublas_ws_, dequant_, attn_, act_;
+  size_t attn_partial_bytes_ = 0;         // attn_ less the split counters at its end
+  int32_t* split_counters_ = nullptr;     // in attn_; null when it is too small to spare them
   StagingArea batch_area_, ops_area_;
   std::unique_ptr<SampleArea> sample_;
   PinnedMemory upload_chunks_[2];

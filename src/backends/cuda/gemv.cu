@@ -43,6 +43,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "backends/cuda/cuda_device.cuh"
 
@@ -204,22 +207,29 @@ __device__ __forceinline__ void LoadUnits(typename F::Raw (&raw)[kUnroll][kRows]
 // RPT rows, clamped (rows past N read valid memory and are not stored).
 template <int RPT>
 struct RowBlocks {
-  const GemvArgs& a;
+  const GemvArgs* a;
   int G, grp;
   int64_t vb;
   const GemvSeg* sg = nullptr;
   int64_t row0 = 0;
   int64_t rows[RPT];
   __device__ __forceinline__ RowBlocks(const GemvArgs& args, int group, int group_index)
-      : a(args), G(group), grp(group_index), vb(blockIdx.x) {
+      : a(&args), G(group), grp(group_index), vb(blockIdx.x) {
     Enter();
   }
   __device__ __forceinline__ void Enter() {
     int64_t block = 0;
-    sg = &BlockSeg(a, vb, &block);
+    sg = &BlockSeg(*a, vb, &block);
     row0 = (block * (kThreads / G) + grp) * RPT;
 #pragma unroll
     for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
+  }
+  // Moves to the block's next row block; false after the last one.
+  __device__ __forceinline__ bool Next() {
+    vb += gridDim.x;
+    if (vb >= a->n_blocks) return false;
+    Enter();
+    return true;
   }
 };
 
@@ -230,13 +240,9 @@ __device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kR
                                              typename F::Raw (&raw)[kUnroll][kRows], int lane_g, int units) {
   const GemvSeg* done = rb.sg;
   const int64_t done_row0 = rb.row0;
-  rb.vb += gridDim.x;
-  const bool more = rb.vb < rb.a.n_blocks;
-  if (more) {
-    rb.Enter();
-    LoadUnits<F>(raw, rb.sg->w, rb.a.up, rb.rows, lane_g, rb.G, units);
-  }
-  ReduceAndStore<RPT, R, kPair>(acc, rb.a, *done, lane_g, rb.grp, done_row0);
+  const bool more = rb.Next();
+  if (more) LoadUnits<F>(raw, rb.sg->w, rb.a->up, rb.rows, lane_g, rb.G, units);
+  ReduceAndStore<RPT, R, kPair>(acc, *rb.a, *done, lane_g, rb.grp, done_row0);
   if (more) __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
   return more;
 }
@@ -431,6 +437,32 @@ struct Int8Dot<DType::kQ8_0> {
   }
 };
 
+// Units of weights a thread of the int8 kernel loads at a time: UnitsInFlight, halved (at least 1) when
+// the loads are double-buffered (kPipe).
+constexpr int Int8UnitsInFlight(int rpt, bool pipe) {
+  return pipe ? (UnitsInFlight(rpt) > 1 ? UnitsInFlight(rpt) / 2 : 1) : UnitsInFlight(rpt);
+}
+
+// Adds the products of kUnroll units u0, u0 + G, ... (those below `units`) of a thread's rows with the
+// int8 activation rows to acc.
+template <DType T, int R, int kUnroll, int kRows>
+__device__ __forceinline__ void Int8Accumulate(const typename Fmt<T>::Raw (&raw)[kUnroll][kRows], int u0, int G,
+                                               int units, const int8_t* const (&xqr)[R],
+                                               const float2* const (&xdr)[R], float (&acc)[kRows][R]) {
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    const int u = u0 + k * G;
+    if (u < units) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const typename Fmt<T>::Ctx ctx = Fmt<T>::MakeCtx(raw[k][r], u);
+#pragma unroll
+        for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, u, xqr[t], xdr[t]);
+      }
+    }
+  }
+}
+
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
 //
 // kSmemX: the block quantises the activation rows itself (QuantizeGroup, as QuantizeActKernel does) into
@@ -439,11 +471,16 @@ struct Int8Dot<DType::kQ8_0> {
 // The grid may be smaller than a.n_blocks (GemvGrid): each block then works through row blocks
 // blockIdx.x, + gridDim.x, ..., so that its activation prologue serves several of them; the next row
 // block's first weights load before the current one's sums are reduced.
-template <DType T, int R, bool kPair, int RPT, bool kSmemX>
+//
+// kPipe: a thread's work is a sequence of steps (kUnroll units of one row block each, row block after row
+// block) over two register sets of weight units: the next step's loads, the next row block's included,
+// are issued before the current step's products, so a warp always has loads in flight. kUnroll is then
+// half of UnitsInFlight (the same registers in all). Without it the loads of a step wait for its products.
+template <DType T, int R, bool kPair, int RPT, bool kSmemX, bool kPipe>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
   using F = Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
-  constexpr int kUnroll = UnitsInFlight(RPT);  // as many 16-byte weight loads in flight as the f32 path
+  constexpr int kUnroll = Int8UnitsInFlight(RPT, kPipe);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
@@ -497,56 +534,125 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     xqr[t] = xq + tt * K;
     xdr[t] = xds + tt * (K / 16);
   }
-  while (true) {
-    float acc[kRows][R];
+  float acc[kRows][R];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
-      for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
-    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-      if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
+    for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+  if constexpr (kPipe) {
+    // Steps per row block: the same for every thread of the block (units past the row are loaded clamped
+    // and not summed), so the reductions stay in step.
+    const int steps = (units + G * kUnroll - 1) / (G * kUnroll);
+    typename F::Raw raw_b[kUnroll][kRows];
+    int j = 0;  // rb's current step
+    // Loads the step after (rb, j) into `next`, adds the products of `cur` (step j), stores the row block's
+    // sums after its last step and moves on; false after the block's last step.
+    auto step = [&](typename F::Raw(&cur)[kUnroll][kRows], typename F::Raw(&next)[kUnroll][kRows]) -> bool {
+      RowBlocks<RPT> nx = rb;
+      const int jn = j + 1 < steps ? j + 1 : 0;
+      const bool more = jn != 0 || nx.Next();
+      if (more) LoadUnits<F>(next, nx.sg->w, a.up, nx.rows, lane_g + jn * G * kUnroll, G, units);
+      Int8Accumulate<T, R, kUnroll, kRows>(cur, lane_g + j * G * kUnroll, G, units, xqr, xdr, acc);
+      if (jn == 0) {
+        ReduceAndStore<RPT, R, kPair>(acc, a, *rb.sg, lane_g, grp, rb.row0);
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        const int u = u0 + k * G;
-        if (u < units) {
+        for (int r = 0; r < kRows; ++r)
 #pragma unroll
-          for (int r = 0; r < kRows; ++r) {
-            const typename F::Ctx ctx = F::MakeCtx(raw[k][r], u);
-#pragma unroll
-            for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, u, xqr[t], xdr[t]);
-          }
-        }
+          for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+        if (more) __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
       }
+      rb = nx;
+      j = jn;
+      return more;
+    };
+    while (step(raw, raw_b) && step(raw_b, raw)) {
     }
-    if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
+  } else {
+    while (true) {
+      for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+        if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
+        Int8Accumulate<T, R, kUnroll, kRows>(raw, u0, G, units, xqr, xdr, acc);
+      }
+      if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    }
   }
 }
 
 // Blocks per SM of the int8 kernel's grid, set by SetGemvBlocksPerSm (-1: HYMT_GEMV_BLOCKS_PER_SM, or 4).
 std::atomic<int> g_blocks_per_sm{-1};
 
-// The int8 kernel's grid: at most that many blocks per SM (0: no limit), each looping over row blocks.
-int64_t GemvGrid(int64_t n_blocks) {
+// How many blocks of `kernel` (kThreads threads, smem bytes of dynamic shared memory) one SM of the current
+// device holds at once (its registers and shared memory allow), asked once per kernel, device and size;
+// 0 when the runtime cannot say.
+int ResidentBlocksPerSm(const void* kernel, size_t smem) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, size_t>, int> known;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(kernel, dev, smem);
+  auto it = known.find(key);
+  if (it == known.end()) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem) != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky; the launch itself reports real failures
+      n = 0;
+    }
+    it = known.emplace(key, n).first;
+  }
+  return it->second;
+}
+
+// The grid of a kernel whose blocks loop over row blocks: at most that many blocks per SM (0: one block per
+// row block), and no more than the SM holds at once (`resident`, when known and HYMT_GEMV_OCC is not 0):
+// a block that only starts when another finishes would repeat the activation prologue and leave the
+// last row blocks to fewer SMs.
+int64_t GemvGrid(int64_t n_blocks, int resident) {
   static const int env_per_sm = [] {
     const int v = EnvInt("HYMT_GEMV_BLOCKS_PER_SM", 4);
     return v >= 0 && v <= 64 ? v : 4;
   }();
+  static const bool occ = !EnvEquals("HYMT_GEMV_OCC", "0");
   const int set = g_blocks_per_sm.load(std::memory_order_relaxed);
-  const int per_sm = set >= 0 ? set : env_per_sm;
+  int per_sm = set >= 0 ? set : env_per_sm;
   const int sms = SmCount();
   if (per_sm == 0 || sms <= 0) return n_blocks;
+  if (occ && resident > 0) per_sm = std::min(per_sm, resident);
   return std::min<int64_t>(n_blocks, static_cast<int64_t>(sms) * per_sm);
 }
 
+// Row blocks of a launch with group size G.
+template <int RPT>
+int64_t RowBlockCount(std::span<const GemvPart> parts, int group) {
+  const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
+  int64_t total = 0;
+  for (const GemvPart& p : parts) total += (p.w.rows + rows_per_block - 1) / rows_per_block;
+  return total;
+}
+
 // The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
-// part, its blocks.
+// part, its blocks. Where that leaves fewer than HYMT_GEMV_MIN_BLOCKS_PER_SM (default 2; 0: off) row blocks
+// per SM (k and v, q and o of the 7B in the quantised formats), G doubles while every thread keeps two
+// steps of kUnroll units or more: fewer units per thread in sequence, more rows at once, which is what a
+// product of a few MB is bound by (the latency of its loads, not their bytes).
 template <int RPT, int kUnitElems, int kUnroll>
 GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                int64_t* blocks) {
+  static const int min_per_sm = [] {
+    const int v = EnvInt("HYMT_GEMV_MIN_BLOCKS_PER_SM", 2);
+    return v >= 0 && v <= 64 ? v : 2;
+  }();
   const int units = static_cast<int>(parts[0].w.cols / kUnitElems);
   const int want = units / (GemvIters(parts[0].w.dtype) * kUnroll);
   int group = 32;
   while (group < kThreads && group < want) group *= 2;
+  const int64_t min_blocks = static_cast<int64_t>(min_per_sm) * std::max(SmCount(), 0);
+  while (group < kThreads && 2 * group * kUnroll * 2 <= units && RowBlockCount<RPT>(parts, group) < min_blocks)
+    group *= 2;
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
   GemvArgs a{};
   a.n_seg = static_cast<int>(parts.size());
@@ -613,8 +719,9 @@ void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilo
   HYMT_CUDA_EXPECT(smem > 0, "a fused RMSNorm over ", x.rows, " rows of ", parts[0].w.cols);
   a.norm = norm->w;
   a.norm_eps = norm->eps;
-  Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT, true>, static_cast<unsigned>(GemvGrid(blocks)), kThreads, smem,
-         stream, a);
+  const auto kernel = GemvKernel<T, R, kPair, RPT, true>;
+  const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem));
+  Launch(PdlEnabled(), kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a);
 }
 
 // Shared memory the int8 kernel's own activation quantisation (kSmemX) takes; it is used while this stays
@@ -626,31 +733,49 @@ size_t SmemXBytes(int64_t rows, int64_t K) {
   return on && bytes <= 46 * 1024 ? bytes : 0;
 }
 
-template <DType T, int R, bool kPair, int RPT>
-void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-                void* scratch, cudaStream_t stream, const GemvNorm* norm) {
+// Whether the int8 kernel double-buffers its weight loads (kPipe): HYMT_GEMV_PIPE=0 turns it off.
+bool GemvPipe() {
+  static const bool on = !EnvEquals("HYMT_GEMV_PIPE", "0");
+  return on;
+}
+
+template <DType T, int R, bool kPair, int RPT, bool kPipe>
+void LaunchInt8Pipe(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
+                    void* scratch, cudaStream_t stream, const GemvNorm* norm) {
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
   const bool pdl = PdlEnabled();
   int64_t blocks = 0;
-  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, Int8UnitsInFlight(RPT, kPipe)>(parts, x, out_f32, epi, up, &blocks);
   if (norm != nullptr) {
     a.norm = norm->w;
     a.norm_eps = norm->eps;
-    }
+  }
   const size_t smem = SmemXBytes(x.rows, K);
   HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
-  const unsigned grid = static_cast<unsigned>(GemvGrid(blocks));
   if (smem > 0) {
-    Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, true>, grid, kThreads, smem, stream, a,
-           static_cast<const int8_t*>(nullptr), static_cast<const float2*>(nullptr));
+    const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, true, kPipe>;
+    const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem));
+    Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a, static_cast<const int8_t*>(nullptr),
+           static_cast<const float2*>(nullptr));
     return;
   }
   Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
          static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
-  Launch(pdl, GemvInt8Kernel<T, R, kPair, RPT, false>, grid, kThreads, 0, stream, a,
-         static_cast<const int8_t*>(xq), static_cast<const float2*>(xds));
+  const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, false, kPipe>;
+  const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), 0));
+  Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, 0, stream, a, static_cast<const int8_t*>(xq),
+         static_cast<const float2*>(xds));
+}
+
+template <DType T, int R, bool kPair, int RPT>
+void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
+                void* scratch, cudaStream_t stream, const GemvNorm* norm) {
+  if (GemvPipe())
+    LaunchInt8Pipe<T, R, kPair, RPT, true>(parts, x, out_f32, epi, up, scratch, stream, norm);
+  else
+    LaunchInt8Pipe<T, R, kPair, RPT, false>(parts, x, out_f32, epi, up, scratch, stream, norm);
 }
 
 // The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1(T).

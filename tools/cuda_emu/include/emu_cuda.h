@@ -188,6 +188,13 @@ T atomicAdd(T* p, T v) {
   *p = old + v;
   return old;
 }
+// Blocks run one after another, each to its end, so every write is visible to the next block: a fence
+// orders nothing more, and a load that bypasses L1 is a plain load.
+inline void __threadfence() {}
+template <typename T>
+T __ldcg(const T* p) {
+  return *p;
+}
 template <typename T>
 T atomicSub(T* p, T v) {
   const T old = *p;
@@ -247,6 +254,7 @@ cudaError_t cudaFree(void* p);
 cudaError_t cudaMallocHost(void** p, size_t bytes);
 cudaError_t cudaFreeHost(void* p);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s);
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s);
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                               size_t height, cudaMemcpyKind, cudaStream_t s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
@@ -302,6 +310,13 @@ class Launcher {
   cudaStream_t stream_;
 };
 }  // namespace emu
+
+// The emulator has no registers or SM to fill: it answers 2 blocks per SM for every kernel (what the
+// decode GEMVs get on an H200), so that launchers that cap their grids by it take that branch.
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const void*, int, size_t) {
+  *n = 2;
+  return cudaSuccess;
+}
 
 // cudaLaunchKernelEx: the launch attributes (programmatic dependent launch) change nothing on streams
 // that run each operation to completion in order.
