@@ -56,11 +56,12 @@ if has tune && [[ -x $B/bench/cuda_kernels ]]; then
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [[ -n ${NO_NCU:-} ]] && NCU=""
   if [[ -n $NCU ]]; then
-    for f in bf16 q8_0 q4_k; do
+    for f in ${NCU_FORMATS:-bf16 q8_0 q4_k}; do
       k=GemvInt8Kernel; [[ $f == bf16 ]] && k=GemvKernel
       HYMT_LAB_ONLY=$f stage ncu_$f 60 "$NCU" --clock-control none -k "regex:$k" --launch-skip 432 -c 1 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-        --section MemoryWorkloadAnalysis "$B/bench/cuda_kernels" --gemv
+        --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
+        --section InstructionStats "$B/bench/cuda_kernels" --gemv
     done
   else
     log "tune: no ncu on this host"

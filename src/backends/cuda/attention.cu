@@ -4,9 +4,8 @@
 //   - decode (flash decoding): a block per (kv head, query row, context split). Its 128 threads form
 //     sub-groups of head_dim / 8 lanes, one cache position per sub-group at a time (16-byte K and V loads
 //     per lane); all q heads of the GQA group are scored against each K row while it is in registers, with
-//     an online softmax per sub-group. Sub-groups, then splits, are merged with the log-sum-exp rule: the
-//     splits by the last block of each (row, kv head) to finish (split counters), or by AttnCombineKernel.
-//     Bytes per row: ctx * n_kv_heads * head_dim * 2 (K + V) * 2 bytes.
+//     an online softmax per sub-group. Sub-groups, then splits (AttnCombineKernel), are merged with the
+//     log-sum-exp rule. Bytes per row: ctx * n_kv_heads * head_dim * 2 (K + V) * 2 bytes.
 //   - prefill: a block per (tile of query rows of one sequence, kv head) holds 64 (row, q head) pairs, 4
 //     threads each (each a quarter of head_dim); 64-position K/V tiles are staged in shared memory and
 //     shared by all pairs; online softmax over 16 keys at a time. CUDA cores, f32: flops 4 * rows * ctx/2 *
@@ -20,10 +19,6 @@
 //     fast kernels do not take (head_dim other than 64/128, groups above 8, f32 caches).
 // Scores use exp2 with q pre-scaled by scale * log2(e) (the tensor-core kernel scales S instead, so that Q
 // enters the mma exact); softmax and sums are f32.
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-
 #include "backends/cuda/cuda_device.cuh"
 
 namespace hymt::cuda {
@@ -61,32 +56,6 @@ __device__ __forceinline__ const uint16_t* QRow(const AttentionArgs& a, int row,
 __device__ __forceinline__ uint16_t* OutRow(const AttentionArgs& a, int row, int h, int head_dim) {
   return static_cast<uint16_t*>(a.out.data) + static_cast<int64_t>(row) * a.out.stride +
          static_cast<int64_t>(h) * head_dim;
-}
-
-// Merges the splits of (decode row li, head h) for element d of the head: the log-sum-exp rule over
-// each split's (max, sum, o). Split 0 is never empty, so the maximum is finite. The partials are read
-// from L2 (__ldcg): in the decode kernel's last block they were written by other blocks.
-__device__ __forceinline__ void CombineSplits(const AttentionArgs& a, int li, int h, int d, int hd) {
-  const int row = a.decode_rows[li];
-  const int64_t base = (static_cast<int64_t>(li) * a.n_heads + h) * a.n_splits;
-  float mx = -INFINITY;
-  for (int s = 0; s < a.n_splits; ++s) mx = fmaxf(mx, __ldcg(a.partial_ml + 2 * (base + s)));
-  float L = 0.0f, O = 0.0f;
-  for (int s = 0; s < a.n_splits; ++s) {
-    const float f = exp2f(__ldcg(a.partial_ml + 2 * (base + s)) - mx);
-    L = fmaf(__ldcg(a.partial_ml + 2 * (base + s) + 1), f, L);
-    O = fmaf(__ldcg(a.partial_o + (base + s) * hd + d), f, O);
-  }
-  OutRow(a, row, h, hd)[d] = F32ToBf16(O / L);
-}
-
-// grid (n_decode, n_heads), max(32, head_dim) threads: merges the splits of one (row, head), when the
-// decode kernel has no split counters to do it itself.
-__global__ void AttnCombineKernel(AttentionArgs a) {
-  PdlWait();
-  PdlTrigger();
-  const int d = threadIdx.x;
-  if (d < a.kv.head_dim) CombineSplits(a, blockIdx.x, blockIdx.y, d, a.kv.head_dim);
 }
 
 // grid (n_kv_heads, n_decode, n_splits). GMAX >= group; heads past the group are skipped.
@@ -198,20 +167,26 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
       if (d == 0) a.partial_ml[2 * base] = mx, a.partial_ml[2 * base + 1] = L;
     }
   }
-  if (a.n_splits == 1 || a.split_counters == nullptr) return;
-  // The last split block of (row, kv head) to finish merges the splits of the group's heads (what
-  // AttnCombineKernel does, in one launch fewer) and resets the counter for the next launch.
-  __shared__ bool last;
-  __threadfence();  // this block's partials are visible device-wide before it is counted
-  __syncthreads();
-  int32_t* counter = a.split_counters + static_cast<int64_t>(li) * a.kv.n_kv_heads + hk;
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == a.n_splits - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  if (threadIdx.x == 0) *counter = 0;
-  for (int idx = threadIdx.x; idx < group * HD; idx += kDecodeThreads)
-    CombineSplits(a, li, hk * group + idx / HD, idx % HD, HD);
+}
+
+// grid (n_decode, n_heads), max(32, head_dim) threads: merges the splits of one (row, head).
+__global__ void AttnCombineKernel(AttentionArgs a) {
+  PdlWait();
+  PdlTrigger();
+  const int li = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+  const int hd = a.kv.head_dim;
+  if (d >= hd) return;
+  const int row = a.decode_rows[li];
+  const int64_t base = (static_cast<int64_t>(li) * a.n_heads + h) * a.n_splits;
+  float mx = -INFINITY;
+  for (int s = 0; s < a.n_splits; ++s) mx = fmaxf(mx, a.partial_ml[2 * (base + s)]);
+  float L = 0.0f, O = 0.0f;  // split 0 is never empty, so mx is finite
+  for (int s = 0; s < a.n_splits; ++s) {
+    const float f = exp2f(a.partial_ml[2 * (base + s)] - mx);
+    L = fmaf(a.partial_ml[2 * (base + s) + 1], f, L);
+    O = fmaf(a.partial_o[(base + s) * hd + d], f, O);
+  }
+  OutRow(a, row, h, hd)[d] = F32ToBf16(O / L);
 }
 
 // grid (n_tiles, n_kv_heads). Thread t serves pair t / 4 = (tile row, q head of the group) and the
@@ -660,23 +635,8 @@ __global__ __launch_bounds__(32) void AttnSimpleKernel(AttentionArgs a) {
   }
 }
 
-// Whether the decode kernel merges its splits itself (where it has counters), set by
-// SetAttentionFoldCombine (-1: on unless HYMT_ATTN_FOLD=0).
-std::atomic<int> g_fold_combine{-1};
-
-bool FoldCombine() {
-  static const bool env_off = [] {
-    const char* s = std::getenv("HYMT_ATTN_FOLD");
-    return s != nullptr && std::strcmp(s, "0") == 0;
-  }();
-  const int set = g_fold_combine.load(std::memory_order_relaxed);
-  return set >= 0 ? set != 0 : !env_off;
-}
-
 template <bool kF16, int HD>
-void LaunchFastT(const AttentionArgs& args, cudaStream_t stream) {
-  AttentionArgs a = args;
-  if (!FoldCombine()) a.split_counters = nullptr;
+void LaunchFastT(const AttentionArgs& a, cudaStream_t stream) {
   const int group = a.n_heads / a.kv.n_kv_heads;
   if (a.n_decode > 0) {
     const bool pdl = PdlEnabled();
@@ -690,7 +650,7 @@ void LaunchFastT(const AttentionArgs& args, cudaStream_t stream) {
     else
       Launch(pdl, AttnDecodeKernel<kF16, HD, 8>, grid, kDecodeThreads, 0, stream, a);
     HYMT_CUDA_CHECK_LAUNCH();
-    if (a.n_splits > 1 && a.split_counters == nullptr) {
+    if (a.n_splits > 1) {
       constexpr int kCombineThreads = HD > 32 ? HD : 32;
       Launch(pdl, AttnCombineKernel, dim3(a.n_decode, a.n_heads), kCombineThreads, 0, stream, a);
     }
@@ -704,10 +664,6 @@ void LaunchFastT(const AttentionArgs& args, cudaStream_t stream) {
 }
 
 }  // namespace
-
-void SetAttentionFoldCombine(int on) {
-  g_fold_combine.store(on, std::memory_order_relaxed);
-}
 
 bool AttentionFastSupported(const KvView& kv, int n_heads) {
   const int group = kv.n_kv_heads > 0 ? n_heads / kv.n_kv_heads : 0;

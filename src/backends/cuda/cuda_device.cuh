@@ -250,12 +250,13 @@ __device__ __forceinline__ float WeightElement(const WeightView& w, int64_t row,
       return F16ToF32(d) * static_cast<float>(q);
     }
     case DType::kQ4_K: {
-      // Split layout (cuda_internal.h): byte e of a super-block's 128 quant bytes holds element e (low
-      // nibble) and element 128 + e (high nibble); the 16-byte header (d, dmin, scales) is in its own array.
+      // Split layout (cuda_internal.h): quant byte e of a super-block (element e in the low nibble, 128 + e
+      // in the high one) is byte e % 16 of half (e % 32) / 16 of wide unit 4 b + e / 32; the 16-byte header
+      // (d, dmin, scales) is in its own array.
       const int64_t b = col / 256;
       const int i = static_cast<int>(col % 256);
       const int high = i >= 128, e = i % 128;
-      const uint8_t byte = base[row * (K / 2) + b * 128 + e];
+      const uint8_t byte = base[row * (K / 2) + Q4KHalfOffset(4 * b + e / 32, (e % 32) / 16, K / 256) + e % 16];
       const uint8_t* hdr = base + N * K / 2 + (row * (K / 256) + b) * 16;
       const int q = high ? (byte >> 4) : (byte & 0xF);
       int sc, m;
@@ -422,26 +423,29 @@ struct Fmt<DType::kQ8_0> {
   }
 };
 
-// Q4_K, split layout (cuda_internal.h). Unit u = 16-byte piece p = u % 8 of super-block u / 8, whose byte
-// i holds element 16p + i (low nibble, sub-block p/2) and element 128 + 16p + i (high nibble, sub-block
-// 4 + p/2), plus the block's 16-byte header (d, dmin, scales). Consecutive units are consecutive 16-byte
-// pieces, so a warp's loads are 512 contiguous bytes, and the 8 threads of a super-block read
-// consecutive activations. Pieces: 0 = low nibbles of bytes 0-7, 1 = low of 8-15, 2 = high of 0-7,
-// 3 = high of 8-15.
+// Q4_K, split layout (cuda_internal.h). Unit u = wide unit u: 64 elements of super-block u / 4, sub-blocks
+// j = u % 4 (elements 32 j .. 32 j + 31: the low nibbles) and 4 + j (the same + 128: the high nibbles),
+// which share the header's scale/min pair j, in two 16-byte halves qa and qb (bytes 0-15 and 16-31 of the
+// unit), plus the super-block's 16-byte header. 32 threads on consecutive units read 512 contiguous bytes
+// with each half's load. Pieces: 0-3 the low nibbles of qa bytes 0-7, qa 8-15, qb 0-7, qb 8-15; 4-7 the
+// same high nibbles.
 template <>
 struct Fmt<DType::kQ4_K> {
-  static constexpr int kUnitElems = 32, kPieces = 4;
+  static constexpr int kUnitElems = 64, kPieces = 8;
   struct Raw {
-    uint4 hdr, qs;
+    uint4 hdr, qa, qb;
   };
   struct Ctx {
     float d1, m1, d2, m2;  // scale and min of the unit's two sub-blocks
   };
   static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
-    const uint8_t* hdr = base + w.rows * w.cols / 2 + (row * (w.cols / 256) + u / 8) * 16;
+    const int64_t nsb = w.cols / 256;
+    const uint8_t* hdr = base + w.rows * w.cols / 2 + (row * nsb + u / 4) * 16;
+    const uint8_t* qs = base + row * (w.cols / 2);
     return {__ldg(reinterpret_cast<const uint4*>(hdr)),
-            __ldg(reinterpret_cast<const uint4*>(base + row * (w.cols / 2)) + u)};
+            __ldg(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 0, nsb))),
+            __ldg(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 1, nsb)))};
   }
   // Scale and min of sub-blocks jj and 4 + jj (jj < 4) from the header's packed scales (bytes 4..15,
   // ggml's get_scale_min_k4): bytes jj, jj + 4 and jj + 8 of them hold both.
@@ -453,16 +457,17 @@ struct Fmt<DType::kQ4_K> {
     return {d * static_cast<float>(s1), dmin * static_cast<float>(m1), d * static_cast<float>(s2),
             dmin * static_cast<float>(m2)};
   }
-  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) { return SubScales(r.hdr, (u % 8) / 2); }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) { return SubScales(r.hdr, u % 4); }
   static __device__ __forceinline__ int PieceCol(int u, int p) {
-    return (u / 8) * 256 + (p >= 2 ? 128 : 0) + (u % 8) * 16 + (p & 1) * 8;
+    return (u / 4) * 256 + (p >= 4 ? 128 : 0) + (u % 4) * 32 + (p % 4) * 8;
   }
   template <int p>
   static __device__ __forceinline__ void Dequant(const Raw& r, const Ctx& c, int, float o[8]) {
-    constexpr int kShift = p >= 2 ? 4 : 0;
-    const uint32_t w0 = ((p & 1) == 0 ? r.qs.x : r.qs.z) >> kShift & 0x0f0f0f0fu;
-    const uint32_t w1 = ((p & 1) == 0 ? r.qs.y : r.qs.w) >> kShift & 0x0f0f0f0fu;
-    const float d = p >= 2 ? c.d2 : c.d1, m = p >= 2 ? c.m2 : c.m1;
+    constexpr int kShift = p >= 4 ? 4 : 0;
+    const uint4& q = (p % 4) < 2 ? r.qa : r.qb;
+    const uint32_t w0 = (p % 2 == 0 ? q.x : q.z) >> kShift & 0x0f0f0f0fu;
+    const uint32_t w1 = (p % 2 == 0 ? q.y : q.w) >> kShift & 0x0f0f0f0fu;
+    const float d = p >= 4 ? c.d2 : c.d1, m = p >= 4 ? c.m2 : c.m1;
     o[0] = d * (MagicByte<0>(w0) - kMagic) - m, o[1] = d * (MagicByte<1>(w0) - kMagic) - m;
     o[2] = d * (MagicByte<2>(w0) - kMagic) - m, o[3] = d * (MagicByte<3>(w0) - kMagic) - m;
     o[4] = d * (MagicByte<0>(w1) - kMagic) - m, o[5] = d * (MagicByte<1>(w1) - kMagic) - m;
@@ -473,7 +478,7 @@ struct Fmt<DType::kQ4_K> {
 // Q6_K, split layout (cuda_internal.h). Unit u = piece p = u % 8 of super-block u / 8: ql bytes [16p, 16p+16)
 // of the block (byte i: low 4 bits of element 16p + i in the low nibble, of 128 + 16p + i in the high),
 // qh bytes [8p, 8p+8) (word h, byte c, bits 2w: top 2 bits of element 128h + 16p + 4w + c), the block's
-// 16 scales and d. Pieces as Q4_K's: 0 = elements 16p + 0..7, 1 = 16p + 8..15, 2 and 3 the same + 128.
+// 16 scales and d. Pieces: 0 = elements 16p + 0..7, 1 = 16p + 8..15, 2 and 3 the same + 128.
 template <>
 struct Fmt<DType::kQ6_K> {
   static constexpr int kUnitElems = 32, kPieces = 4;
@@ -578,9 +583,10 @@ inline int FmtUnitElems(DType t) {
     case DType::kF8E4M3:
     case DType::kQ8_0:
       return 16;
-    case DType::kQ4_K:
     case DType::kQ6_K:
       return 32;
+    case DType::kQ4_K:
+      return 64;
     default:
       return 0;
   }

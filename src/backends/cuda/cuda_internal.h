@@ -4,15 +4,21 @@
 //
 // Device layouts of prepared weights (PrepareWeight writes them, every kernel reads them):
 //   f32, f16, bf16, f8_e4m3  as stored: row-major, row r at data + r * DTypeBytes(dtype, cols).
-//   q4_k   split into two arrays, the quant bytes reordered inside each super-block so that 16 bytes hold
-//          32 elements in two runs of 16 (a thread's activations are then contiguous with its neighbours'):
-//          qs  u8   [rows][cols / 2]      byte e of a super-block: element e (low nibble), 128 + e (high)
+//   q4_k   split into two arrays:
+//          qs  u8   [rows][cols / 2]      the quant bytes, in "wide units" (below)
 //          hdr      [rows][cols / 256][16] at data + rows * cols / 2: d, dmin (f16), the 12 scale bytes
+//          Wide unit U of a row (4 per super-block): the 32 bytes whose byte 32 j + i (j = U % 4, i < 32) holds
+//          element 32 j + i of super-block U / 4 in its low nibble and element 128 + 32 j + i in its high one,
+//          i.e. sub-blocks j and 4 + j, which share one scale/min pair of the header. A thread of the GEMV
+//          takes one wide unit (the header decoded once for 64 weights) as two 16-byte halves, stored so that
+//          32 threads on consecutive units read 512 contiguous bytes per load: in spans of 8 super-blocks
+//          (1,024 bytes; the last span of a row has m <= 8), half h of the span's unit t sits at
+//          64 m h + 16 t (Q4KHalfOffset).
 //   q8_0   split into two arrays (34-byte blocks would break 16-byte loads):
 //          qs  int8 [rows][cols]          at data
 //          d   f16  [rows][cols / 32]     at data + rows * cols
 //   q6_k   split into four arrays (210-byte blocks), the quant bits reordered inside each super-block
-//          into 8 pieces p of 32 elements (16p + i and 128 + 16p + i, i < 16), as q4_k's:
+//          into 8 pieces p of 32 elements (16p + i and 128 + 16p + i, i < 16):
 //          ql  u8   [rows][cols / 2]      at data: byte e = low 4 bits of element e | of 128 + e << 4
 //          qh  u8   [rows][cols / 4]      at data + rows * cols / 2: byte 8p + 4h + c, bits 2w = top 2
 //                                         bits of element 128h + 16p + 4w + c
@@ -30,6 +36,14 @@
 #include "core/status.h"
 
 namespace hymt::cuda {
+
+// Byte offset, within a q4_k row of nsb super-blocks (layout above), of half h (0 or 1: quant bytes
+// 32 (U % 4) + 16 h .. + 16 of super-block U / 4) of wide unit U. Host and device (constexpr).
+constexpr int64_t Q4KHalfOffset(int64_t U, int h, int64_t nsb) {
+  const int64_t span = U / 32, t = U % 32;
+  const int64_t m = nsb - 8 * span < 8 ? nsb - 8 * span : 8;
+  return span * 1024 + 64 * m * h + 16 * t;
+}
 
 // Throws Error(kInternal), or kResourceExhausted for out-of-memory, naming the call, file and line.
 void CheckCuda(cudaError_t err, const char* what, const char* file, int line);
@@ -187,9 +201,6 @@ struct AttentionArgs {
   int n_splits = 1;
   float* partial_o = nullptr;   // [n_decode][n_heads][n_splits][head_dim]
   float* partial_ml = nullptr;  // [n_decode][n_heads][n_splits][2]
-  // [n_decode][n_kv_heads], zero between launches: the decode kernel's last split block of each (row, kv
-  // head) merges the splits. Null: a separate combine launch does.
-  int32_t* split_counters = nullptr;
   // Prefill path: tiles of query rows sharing each K/V tile.
   const PrefillTile* tiles = nullptr;  // device [n_tiles]
   int n_tiles = 0;
@@ -203,9 +214,6 @@ bool PrefillTensorCoresSupported(const KvView& kv, int n_heads, int cc_major);
 // Rows of one prefill tile for a GQA group size (the kernel handles 64 (row, head) pairs per block).
 int PrefillTileRows(int group);
 void LaunchAttentionFast(const AttentionArgs& args, cudaStream_t stream);
-// Whether the decode kernel merges its splits itself where it has split counters (1), or a separate
-// launch does (0); -1: the environment's choice (HYMT_ATTN_FOLD=0 turns it off). For tests and A/B runs.
-void SetAttentionFoldCombine(int on);
 // The simple kernel: one warp per (row, head), every row of the batch (rows = q.rows).
 void LaunchAttentionSimple(const AttentionArgs& args, cudaStream_t stream);
 

@@ -61,9 +61,6 @@ constexpr int kDecodeMaxRows = 4;
 // Decode attention: at least this many positions per split, at most this many splits.
 constexpr int kSplitMinPositions = 16;
 constexpr int kMaxSplits = 64;
-// The end of the attention scratch holds the decode kernel's split counters (cuda_internal.h): up to
-// 16,384 (row, kv head) pairs; more, and a separate launch merges the splits.
-constexpr size_t kSplitCounterBytes = size_t{64} << 10;
 // MatMul with weights other than bf16: up to this many rows run as GEMV passes of kGemvMaxRows (each
 // reads the weight once); more rows dequantise slabs to bf16 for cuBLAS (~4.5 bytes per weight element
 // moved, so the GEMV passes win up to ~8 passes for q4_k, ~4 for q8_0).
@@ -323,7 +320,8 @@ void FillChunk(const Weight& host, const WeightLayout& l, int64_t r0, int64_t r1
       }
     } else if (host.dtype == DType::kQ4_K) {
       // ggml's 64-element groups (byte 32j + l: elements 64j + l low, 64j + 32 + l high) to the split
-      // layout's halves (byte e: elements e low, 128 + e high).
+      // layout's wide units (cuda_internal.h): byte e of super-block i (elements e low, 128 + e high) is byte
+      // e % 16 of half (e % 32) / 16 of unit 4 i + e / 32.
       const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(s);
       uint8_t* qs = reinterpret_cast<uint8_t*>(region[0] + lr * l.row_bytes[0]);
       uint8_t* hdr = reinterpret_cast<uint8_t*>(region[1] + lr * l.row_bytes[1]);
@@ -331,9 +329,11 @@ void FillChunk(const Weight& host, const WeightLayout& l, int64_t r0, int64_t r1
         const uint8_t byte = q[32 * (e / 64) + e % 32];
         return e % 64 < 32 ? byte & 0xF : byte >> 4;
       };
-      for (int64_t i = 0; i < k / kQKK; ++i) {
+      const int64_t nsb = k / kQKK;
+      for (int64_t i = 0; i < nsb; ++i) {
         for (int e = 0; e < kQKK / 2; ++e)
-          qs[i * (kQKK / 2) + e] = static_cast<uint8_t>(nibble(b[i].qs, e) | nibble(b[i].qs, 128 + e) << 4);
+          qs[cuda::Q4KHalfOffset(4 * i + e / 32, (e % 32) / 16, nsb) + e % 16] =
+              static_cast<uint8_t>(nibble(b[i].qs, e) | nibble(b[i].qs, 128 + e) << 4);
         std::memcpy(hdr + i * 16, &b[i].d, 2);
         std::memcpy(hdr + i * 16 + 2, &b[i].dmin, 2);
         std::memcpy(hdr + i * 16 + 4, b[i].scales, 12);
@@ -413,12 +413,6 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()));
     dequant_ = DeviceMemory(options.dequant_scratch_bytes, "the GEMM dequantisation slab", device);
     attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
-    attn_partial_bytes_ = attn_.size();
-    if (attn_.size() >= 2 * kSplitCounterBytes) {
-      attn_partial_bytes_ = attn_.size() - kSplitCounterBytes;
-      split_counters_ = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(attn_.get()) + attn_partial_bytes_);
-      HYMT_CUDA_CHECK(cudaMemsetAsync(split_counters_, 0, kSplitCounterBytes, stream_));  // first on the stream
-    }
     if (options.int8_activations)
       act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
     sample_ = std::make_unique<SampleArea>(options.sampling_history_tokens, device);
@@ -806,8 +800,6 @@ class CudaOpsImpl final : public CudaOps {
       a.n_splits = Splits(a.n_decode, n_heads, kv.n_kv_heads, kv.head_dim);
       a.partial_o = static_cast<float*>(attn_.get());
       a.partial_ml = a.partial_o + static_cast<size_t>(a.n_decode) * n_heads * a.n_splits * kv.head_dim;
-      if (static_cast<size_t>(a.n_decode) * kv.n_kv_heads * sizeof(int32_t) <= kSplitCounterBytes)
-        a.split_counters = split_counters_;
     }
     Trace({kOpAttention, Ptr(q.data), q.stride, Ptr(out.data), out.stride, Ptr(kv.k), Ptr(kv.v),
            static_cast<int64_t>(kv.dtype), kv.n_kv_heads, kv.head_dim, kv.page_size, n_heads, Bits(scale),
@@ -1249,7 +1241,7 @@ class CudaOpsImpl final : public CudaOps {
     const int64_t blocks = static_cast<int64_t>(n_decode) * n_kv_heads;
     const int want = static_cast<int>(std::min<int64_t>(kMaxSplits, (2 * sm_count_ + blocks - 1) / blocks));
     const size_t per_split = static_cast<size_t>(n_decode) * n_heads * (head_dim + 2) * sizeof(float);
-    const int by_scratch = static_cast<int>(std::min<size_t>(kMaxSplits, attn_partial_bytes_ / per_split));
+    const int by_scratch = static_cast<int>(std::min<size_t>(kMaxSplits, attn_.size() / per_split));
     return std::max(1, std::min({want, by_ctx, by_scratch}));
   }
 
@@ -1440,8 +1432,6 @@ class CudaOpsImpl final : public CudaOps {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceMemory cublas_ws_, dequant_, attn_, act_;
-  size_t attn_partial_bytes_ = 0;         // attn_ less the split counters at its end
-  int32_t* split_counters_ = nullptr;     // in attn_; null when it is too small to spare them
   StagingArea batch_area_, ops_area_;
   std::unique_ptr<SampleArea> sample_;
   PinnedMemory upload_chunks_[2];

@@ -11,7 +11,8 @@
 //   - each activation row is read with 16-byte loads from L1/L2 and reused across the RPT rows held in
 //     registers, which keeps L1 traffic below the DRAM stream when T grows;
 //   - G is chosen so that each thread runs about GemvIters() loop iterations: for bf16 one, so K = 4096
-//     gives G = 128 (2 rows per 256-thread block) and K = 14336 G = 256.
+//     gives G = 128 (2 rows per 256-thread block) and K = 14336 G = 256; a product with too few rows to
+//     give each SM two row blocks takes a larger G (Shape).
 // The partial sums of a group are reduced with warp shuffles and, when G > 32, shared memory.
 //
 // One launch can do more than one product over the same x (GemvPart, GemvEpilogue), which saves the
@@ -36,9 +37,11 @@
 // The activation rounding (|x - dx q| <= dx / 2, dx = max|x| / 127 over 16 values) is the only change
 // in the result; the tests bound it. Up to two token rows of the 7B's widths, each block quantises the
 // rows itself into shared memory (kSmemX: no separate launch); above, QuantizeActKernel writes them once.
-// Q4_K and Q6_K read split layouts (cuda_internal.h): a warp's 32 threads load 512 contiguous quant bytes and
-// the 8 threads of a super-block read 128 contiguous activation bytes, so neither the weight nor the
-// activation loads waste L1 wavefronts.
+// Q4_K and Q6_K read split layouts (cuda_internal.h): a warp's 32 threads load 512 contiguous quant bytes per
+// load. Q6_K's 8 threads of a super-block read 128 contiguous activation bytes; a Q4_K thread takes a wide
+// unit (64 weights of two sub-blocks that share a scale/min pair, so the header is decoded once per 64) and,
+// from shared memory, activations stored in the order the units read them (ActSlot). Neither the weight nor
+// the activation loads waste L1 wavefronts.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -118,6 +121,11 @@ constexpr int RowsPerThread(DType t, int r) {
 }
 constexpr int UnitsInFlight(int rpt) {
   return rpt >= 4 ? 1 : 4 / rpt;
+}
+// The same for format T: Q4_K's wide units are two 16-byte quant loads (and one header), so half as many.
+template <DType T>
+constexpr int UnitsInFlightT(int rpt) {
+  return T == DType::kQ4_K && UnitsInFlight(rpt) > 1 ? UnitsInFlight(rpt) / 2 : UnitsInFlight(rpt);
 }
 
 // Writes one output element through the epilogue. v (and vu, the up product of kSwiGlu) are raw sums.
@@ -255,7 +263,7 @@ template <DType T, int R, bool kPair, int RPT, bool kNorm>
 __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   using F = Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
-  constexpr int kUnroll = UnitsInFlight(RPT);
+  constexpr int kUnroll = UnitsInFlightT<T>(RPT);
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
@@ -377,8 +385,24 @@ __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
   return __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), s);
 }
 
-// The int8 path loads the same units as the f32 path (Fmt<T>; for Q4_K and Q6_K 32 elements, two runs of
-// 16 at c and c + 128) and takes their dot products with int8 activations.
+// Where the int8 path keeps the activations of 16-value group g (columns 16 g .. 16 g + 15) of a row of K:
+// slot s, the int8 values at 16 s and {dx, dx sum q} at s. Natural order (s = g) everywhere but in the
+// shared memory of the Q4_K kernel (kSmem), which stores each row in four planes by the wide unit that reads
+// the group (plane 0: columns 32 j .. 32 j + 15 of super-block b, 1: the next 16, 2 and 3: the same + 128;
+// s = plane * K / 64 + 4 b + j): the 32 threads of a warp, on consecutive units, then read 512 contiguous
+// bytes per load, with no bank conflicts.
+template <DType T, bool kSmem>
+__device__ __forceinline__ int64_t ActSlot(int64_t g, int64_t K) {
+  if constexpr (T == DType::kQ4_K && kSmem) {
+    const int64_t b = g / 16, gi = g % 16;
+    return (2 * (gi / 8) + gi % 2) * (K / 64) + 4 * b + (gi % 8) / 2;
+  } else {
+    return g;
+  }
+}
+
+// The int8 path loads the same units as the f32 path (Fmt<T>; for Q6_K 32 elements, two runs of 16 at c and
+// c + 128; for Q4_K 64, two runs of 32) and takes their dot products with int8 activations.
 // The dot product of one unit of a row with one int8 activation row (xq: the row's int8 values, xds: its
 // per-16 {dx, dx * sum q}).
 template <DType T>
@@ -394,19 +418,26 @@ struct Int8Dot<DType::kQ4_K> {
     return make_uint4((q.x >> 4) & 0x0f0f0f0fu, (q.y >> 4) & 0x0f0f0f0fu, (q.z >> 4) & 0x0f0f0f0fu,
                       (q.w >> 4) & 0x0f0f0f0fu);
   }
-  // The low nibbles are 16 values of sub-block 1 at column c, the high nibbles 16 of sub-block 2 at c + 128
-  // (one activation group each): d1 dx sum q n - m1 dx sum q + (the same for sub-block 2).
+  // Wide unit u: the low nibbles of qa and qb are sub-block 1's 32 values (two activation groups), the high
+  // nibbles sub-block 2's: d1 dx sum q n - m1 dx sum q over each group, the same for sub-block 2.
+  template <bool kSmem>
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds) {
-    const int c = (u / 8) * 256 + (u % 8) * 16;
-    const int s1 = Dot16(Lo(raw.qs), Ld16(xq + c)), s2 = Dot16(Hi(raw.qs), Ld16(xq + c + 128));
-    const float2 x1 = xds[c / 16], x2 = xds[c / 16 + 8];
-    const float v = fmaf(ctx.d1, x1.x * static_cast<float>(s1), -ctx.m1 * x1.y);
-    return fmaf(ctx.d2, x2.x * static_cast<float>(s2), fmaf(-ctx.m2, x2.y, v));
+                                              const float2* xds, int64_t K) {
+    const int64_t s0 = ActSlot<DType::kQ4_K, kSmem>(GroupOf(u, 0), K), s1 = ActSlot<DType::kQ4_K, kSmem>(GroupOf(u, 1), K);
+    const int64_t s2 = ActSlot<DType::kQ4_K, kSmem>(GroupOf(u, 8), K), s3 = ActSlot<DType::kQ4_K, kSmem>(GroupOf(u, 9), K);
+    const int a0 = Dot16(Lo(raw.qa), Ld16(xq + 16 * s0)), a1 = Dot16(Lo(raw.qb), Ld16(xq + 16 * s1));
+    const int b0 = Dot16(Hi(raw.qa), Ld16(xq + 16 * s2)), b1 = Dot16(Hi(raw.qb), Ld16(xq + 16 * s3));
+    const float2 x0 = xds[s0], x1 = xds[s1], x2 = xds[s2], x3 = xds[s3];
+    const float v = fmaf(ctx.d1, fmaf(x0.x, static_cast<float>(a0), x1.x * static_cast<float>(a1)),
+                         -ctx.m1 * (x0.y + x1.y));
+    return fmaf(ctx.d2, fmaf(x2.x, static_cast<float>(b0), x3.x * static_cast<float>(b1)),
+                fmaf(-ctx.m2, x2.y + x3.y, v));
   }
+  // The activation group (16 columns) at offset `off` groups from the first of wide unit u's.
+  static __device__ __forceinline__ int64_t GroupOf(int u, int off) { return (u / 4) * 16 + (u % 4) * 2 + off; }
 };
 
-// Q6_K: like Q4_K's split layout, two runs of 16 six-bit values q (0..63) at c and c + 128, each with its
+// Q6_K: split layout, two runs of 16 six-bit values q (0..63) at c and c + 128, each with its
 // scale: d sc dx sum (q - 32) qx = d sc (dx sum q qx - 32 dx sum qx).
 template <>
 struct Int8Dot<DType::kQ6_K> {
@@ -416,8 +447,9 @@ struct Int8Dot<DType::kQ6_K> {
     return make_uint4(F::Values<h>(r, 0, r.ql.x), F::Values<h>(r, 1, r.ql.y), F::Values<h>(r, 2, r.ql.z),
                       F::Values<h>(r, 3, r.ql.w));
   }
+  template <bool kSmem>
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds) {
+                                              const float2* xds, int64_t) {
     const int c = (u / 8) * 256 + (u % 8) * 16;
     const int s1 = Dot16(Run<0>(raw), Ld16(xq + c)), s2 = Dot16(Run<1>(raw), Ld16(xq + c + 128));
     const float2 x1 = xds[c / 16], x2 = xds[c / 16 + 8];
@@ -430,24 +462,19 @@ struct Int8Dot<DType::kQ6_K> {
 template <>
 struct Int8Dot<DType::kQ8_0> {
   using F = Fmt<DType::kQ8_0>;
+  template <bool kSmem>
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds) {
+                                              const float2* xds, int64_t) {
     const int s = Dot16(raw.q, Ld16(xq + 16 * u));
     return ctx.d * (xds[u].x * static_cast<float>(s));
   }
 };
 
-// Units of weights a thread of the int8 kernel loads at a time: UnitsInFlight, halved (at least 1) when
-// the loads are double-buffered (kPipe).
-constexpr int Int8UnitsInFlight(int rpt, bool pipe) {
-  return pipe ? (UnitsInFlight(rpt) > 1 ? UnitsInFlight(rpt) / 2 : 1) : UnitsInFlight(rpt);
-}
-
 // Adds the products of kUnroll units u0, u0 + G, ... (those below `units`) of a thread's rows with the
 // int8 activation rows to acc.
-template <DType T, int R, int kUnroll, int kRows>
+template <DType T, bool kSmem, int R, int kUnroll, int kRows>
 __device__ __forceinline__ void Int8Accumulate(const typename Fmt<T>::Raw (&raw)[kUnroll][kRows], int u0, int G,
-                                               int units, const int8_t* const (&xqr)[R],
+                                               int units, int64_t K, const int8_t* const (&xqr)[R],
                                                const float2* const (&xdr)[R], float (&acc)[kRows][R]) {
 #pragma unroll
   for (int k = 0; k < kUnroll; ++k) {
@@ -457,7 +484,7 @@ __device__ __forceinline__ void Int8Accumulate(const typename Fmt<T>::Raw (&raw)
       for (int r = 0; r < kRows; ++r) {
         const typename Fmt<T>::Ctx ctx = Fmt<T>::MakeCtx(raw[k][r], u);
 #pragma unroll
-        for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, u, xqr[t], xdr[t]);
+        for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::template Dot<kSmem>(raw[k][r], ctx, u, xqr[t], xdr[t], K);
       }
     }
   }
@@ -471,16 +498,11 @@ __device__ __forceinline__ void Int8Accumulate(const typename Fmt<T>::Raw (&raw)
 // The grid may be smaller than a.n_blocks (GemvGrid): each block then works through row blocks
 // blockIdx.x, + gridDim.x, ..., so that its activation prologue serves several of them; the next row
 // block's first weights load before the current one's sums are reduced.
-//
-// kPipe: a thread's work is a sequence of steps (kUnroll units of one row block each, row block after row
-// block) over two register sets of weight units: the next step's loads, the next row block's included,
-// are issued before the current step's products, so a warp always has loads in flight. kUnroll is then
-// half of UnitsInFlight (the same registers in all). Without it the loads of a step wait for its products.
-template <DType T, int R, bool kPair, int RPT, bool kSmemX, bool kPipe>
+template <DType T, int R, bool kPair, int RPT, bool kSmemX>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
   using F = Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
-  constexpr int kUnroll = Int8UnitsInFlight(RPT, kPipe);
+  constexpr int kUnroll = UnitsInFlightT<T>(RPT);  // as many 16-byte weight loads in flight as the f32 path
   const int G = a.group;
   const int lane_g = threadIdx.x & (G - 1);
   const int grp = threadIdx.x / G;
@@ -509,6 +531,7 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     }
     for (int64_t i = threadIdx.x; i < a.n_tok * groups; i += kThreads) {
       const int64_t t = i / groups, g = i % groups;
+      const int64_t slot = ActSlot<T, true>(g, K);
       const uint16_t* xg = a.x + t * a.x_stride + 16 * g;
       if (a.norm.data != nullptr) {
         float v[16];
@@ -517,9 +540,9 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
         const float inv = norm_inv[t];
 #pragma unroll
         for (int j = 0; j < 16; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 16 * g + j));
-        QuantizeValues(v, sq + t * K + 16 * g, sd + i);
+        QuantizeValues(v, sq + t * K + 16 * slot, sd + t * groups + slot);
       } else {
-        QuantizeGroup(xg, sq + t * K + 16 * g, sd + i);
+        QuantizeGroup(xg, sq + t * K + 16 * slot, sd + t * groups + slot);
       }
     }
     __syncthreads();
@@ -539,46 +562,16 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
-  if constexpr (kPipe) {
-    // Steps per row block: the same for every thread of the block (units past the row are loaded clamped
-    // and not summed), so the reductions stay in step.
-    const int steps = (units + G * kUnroll - 1) / (G * kUnroll);
-    typename F::Raw raw_b[kUnroll][kRows];
-    int j = 0;  // rb's current step
-    // Loads the step after (rb, j) into `next`, adds the products of `cur` (step j), stores the row block's
-    // sums after its last step and moves on; false after the block's last step.
-    auto step = [&](typename F::Raw(&cur)[kUnroll][kRows], typename F::Raw(&next)[kUnroll][kRows]) -> bool {
-      RowBlocks<RPT> nx = rb;
-      const int jn = j + 1 < steps ? j + 1 : 0;
-      const bool more = jn != 0 || nx.Next();
-      if (more) LoadUnits<F>(next, nx.sg->w, a.up, nx.rows, lane_g + jn * G * kUnroll, G, units);
-      Int8Accumulate<T, R, kUnroll, kRows>(cur, lane_g + j * G * kUnroll, G, units, xqr, xdr, acc);
-      if (jn == 0) {
-        ReduceAndStore<RPT, R, kPair>(acc, a, *rb.sg, lane_g, grp, rb.row0);
-#pragma unroll
-        for (int r = 0; r < kRows; ++r)
-#pragma unroll
-          for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
-        if (more) __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
-      }
-      rb = nx;
-      j = jn;
-      return more;
-    };
-    while (step(raw, raw_b) && step(raw_b, raw)) {
-    }
-  } else {
     while (true) {
-      for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-        if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
-        Int8Accumulate<T, R, kUnroll, kRows>(raw, u0, G, units, xqr, xdr, acc);
-      }
-      if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-#pragma unroll
-        for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+      if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
+      Int8Accumulate<T, kSmemX, R, kUnroll, kRows>(raw, u0, G, units, K, xqr, xdr, acc);
     }
+    if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
   }
 }
 
@@ -710,7 +703,7 @@ template <DType T, int R, bool kPair, int RPT>
 void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
              cudaStream_t stream, const GemvNorm* norm) {
   int64_t blocks = 0;
-  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlight(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlightT<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
   if (norm == nullptr) {
     Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT, false>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
     return;
@@ -733,21 +726,15 @@ size_t SmemXBytes(int64_t rows, int64_t K) {
   return on && bytes <= 46 * 1024 ? bytes : 0;
 }
 
-// Whether the int8 kernel double-buffers its weight loads (kPipe): HYMT_GEMV_PIPE=0 turns it off.
-bool GemvPipe() {
-  static const bool on = !EnvEquals("HYMT_GEMV_PIPE", "0");
-  return on;
-}
-
-template <DType T, int R, bool kPair, int RPT, bool kPipe>
-void LaunchInt8Pipe(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-                    void* scratch, cudaStream_t stream, const GemvNorm* norm) {
+template <DType T, int R, bool kPair, int RPT>
+void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
+                void* scratch, cudaStream_t stream, const GemvNorm* norm) {
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
   const bool pdl = PdlEnabled();
   int64_t blocks = 0;
-  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, Int8UnitsInFlight(RPT, kPipe)>(parts, x, out_f32, epi, up, &blocks);
+  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlightT<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
   if (norm != nullptr) {
     a.norm = norm->w;
     a.norm_eps = norm->eps;
@@ -755,7 +742,7 @@ void LaunchInt8Pipe(std::span<const GemvPart> parts, MatView x, bool out_f32, Ge
   const size_t smem = SmemXBytes(x.rows, K);
   HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
   if (smem > 0) {
-    const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, true, kPipe>;
+    const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, true>;
     const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem));
     Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a, static_cast<const int8_t*>(nullptr),
            static_cast<const float2*>(nullptr));
@@ -763,19 +750,10 @@ void LaunchInt8Pipe(std::span<const GemvPart> parts, MatView x, bool out_f32, Ge
   }
   Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
          static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
-  const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, false, kPipe>;
+  const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, false>;
   const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), 0));
   Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, 0, stream, a, static_cast<const int8_t*>(xq),
          static_cast<const float2*>(xds));
-}
-
-template <DType T, int R, bool kPair, int RPT>
-void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-                void* scratch, cudaStream_t stream, const GemvNorm* norm) {
-  if (GemvPipe())
-    LaunchInt8Pipe<T, R, kPair, RPT, true>(parts, x, out_f32, epi, up, scratch, stream, norm);
-  else
-    LaunchInt8Pipe<T, R, kPair, RPT, false>(parts, x, out_f32, epi, up, scratch, stream, norm);
 }
 
 // The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1(T).

@@ -188,13 +188,6 @@ T atomicAdd(T* p, T v) {
   *p = old + v;
   return old;
 }
-// Blocks run one after another, each to its end, so every write is visible to the next block: a fence
-// orders nothing more, and a load that bypasses L1 is a plain load.
-inline void __threadfence() {}
-template <typename T>
-T __ldcg(const T* p) {
-  return *p;
-}
 template <typename T>
 T atomicSub(T* p, T v) {
   const T old = *p;
@@ -254,7 +247,6 @@ cudaError_t cudaFree(void* p);
 cudaError_t cudaMallocHost(void** p, size_t bytes);
 cudaError_t cudaFreeHost(void* p);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s);
-cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s);
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                               size_t height, cudaMemcpyKind, cudaStream_t s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
