@@ -470,15 +470,6 @@ struct Int8Dot<DType::kQ8_0> {
   }
 };
 
-// Blocks per SM the int8 kernel's registers are budgeted for (__launch_bounds__, GemvInt8Kernel3): 3 for
-// one token row of Q4_K and Q8_0 outside the SwiGLU pair (up to 2 rows per thread), which fit 80 registers
-// without spilling (Nsight
-// Compute had the Q4_K GEMV at 2 blocks, 25% occupancy, latency-bound: one eligible warp per scheduler);
-// the others keep the compiler's own budget (1 here: theirs would spill).
-constexpr int Int8MinBlocks(DType t, int r, bool pair, int rpt) {
-  return r == 1 && !pair && rpt <= 2 && (t == DType::kQ4_K || t == DType::kQ8_0) ? 3 : 1;
-}
-
 // Adds the products of kUnroll units u0, u0 + G, ... (those below `units`) of a thread's rows with the
 // int8 activation rows to acc.
 template <DType T, bool kSmem, int R, int kUnroll, int kRows>
@@ -508,7 +499,7 @@ __device__ __forceinline__ void Int8Accumulate(const typename Fmt<T>::Raw (&raw)
 // blockIdx.x, + gridDim.x, ..., so that its activation prologue serves several of them; the next row
 // block's first weights load before the current one's sums are reduced.
 template <DType T, int R, bool kPair, int RPT, bool kSmemX>
-__device__ __forceinline__ void GemvInt8Body(const GemvArgs& a, const int8_t* xq, const float2* xds) {
+__global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
   using F = Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = UnitsInFlightT<T>(RPT);  // as many 16-byte weight loads in flight as the f32 path
@@ -582,25 +573,6 @@ __device__ __forceinline__ void GemvInt8Body(const GemvArgs& a, const int8_t* xq
 #pragma unroll
       for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
   }
-}
-
-// The kernel, with the compiler's register budget, and with one for 3 blocks per SM (Int8MinBlocks).
-template <DType T, int R, bool kPair, int RPT, bool kSmemX>
-__global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
-  GemvInt8Body<T, R, kPair, RPT, kSmemX>(a, xq, xds);
-}
-template <DType T, int R, bool kPair, int RPT, bool kSmemX>
-__global__ __launch_bounds__(kThreads, 3) void GemvInt8Kernel3(GemvArgs a, const int8_t* xq, const float2* xds) {
-  GemvInt8Body<T, R, kPair, RPT, kSmemX>(a, xq, xds);
-}
-
-// GemvInt8Kernel or GemvInt8Kernel3, as Int8MinBlocks says.
-template <DType T, int R, bool kPair, int RPT, bool kSmemX>
-constexpr auto Int8KernelFor() {
-  if constexpr (Int8MinBlocks(T, R, kPair, RPT) == 3)
-    return GemvInt8Kernel3<T, R, kPair, RPT, kSmemX>;
-  else
-    return GemvInt8Kernel<T, R, kPair, RPT, kSmemX>;
 }
 
 // Blocks per SM of the int8 kernel's grid, set by SetGemvBlocksPerSm (-1: HYMT_GEMV_BLOCKS_PER_SM, or 4).
@@ -770,7 +742,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   const size_t smem = SmemXBytes(x.rows, K);
   HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
   if (smem > 0) {
-    const auto kernel = Int8KernelFor<T, R, kPair, RPT, true>();
+    const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, true>;
     const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem));
     Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a, static_cast<const int8_t*>(nullptr),
            static_cast<const float2*>(nullptr));
@@ -778,7 +750,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   }
   Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
          static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
-  const auto kernel = Int8KernelFor<T, R, kPair, RPT, false>();
+  const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, false>;
   const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), 0));
   Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, 0, stream, a, static_cast<const int8_t*>(xq),
          static_cast<const float2*>(xds));
