@@ -11,8 +11,7 @@
 //   - each activation row is read with 16-byte loads from L1/L2 and reused across the RPT rows held in
 //     registers, which keeps L1 traffic below the DRAM stream when T grows;
 //   - G is chosen so that each thread runs about GemvIters() loop iterations: for bf16 one, so K = 4096
-//     gives G = 128 (2 rows per 256-thread block) and K = 14336 G = 256; a product with too few rows to
-//     give each SM two row blocks takes a larger G (Shape).
+//     gives G = 128 (2 rows per 256-thread block) and K = 14336 G = 256.
 // The partial sums of a group are reduced with warp shuffles and, when G > 32, shared memory.
 //
 // One launch can do more than one product over the same x (GemvPart, GemvEpilogue), which saves the
@@ -618,34 +617,15 @@ int64_t GemvGrid(int64_t n_blocks, int resident) {
   return std::min<int64_t>(n_blocks, static_cast<int64_t>(sms) * per_sm);
 }
 
-// Row blocks of a launch with group size G.
-template <int RPT>
-int64_t RowBlockCount(std::span<const GemvPart> parts, int group) {
-  const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
-  int64_t total = 0;
-  for (const GemvPart& p : parts) total += (p.w.rows + rows_per_block - 1) / rows_per_block;
-  return total;
-}
-
 // The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
-// part, its blocks. Where that leaves fewer than HYMT_GEMV_MIN_BLOCKS_PER_SM (default 2; 0: off) row blocks
-// per SM (k and v, q and o of the 7B in the quantised formats), G doubles while every thread keeps two
-// steps of kUnroll units or more: fewer units per thread in sequence, more rows at once, which is what a
-// product of a few MB is bound by (the latency of its loads, not their bytes).
+// part, its blocks.
 template <int RPT, int kUnitElems, int kUnroll>
 GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                int64_t* blocks) {
-  static const int min_per_sm = [] {
-    const int v = EnvInt("HYMT_GEMV_MIN_BLOCKS_PER_SM", 2);
-    return v >= 0 && v <= 64 ? v : 2;
-  }();
   const int units = static_cast<int>(parts[0].w.cols / kUnitElems);
   const int want = units / (GemvIters(parts[0].w.dtype) * kUnroll);
   int group = 32;
   while (group < kThreads && group < want) group *= 2;
-  const int64_t min_blocks = static_cast<int64_t>(min_per_sm) * std::max(SmCount(), 0);
-  while (group < kThreads && 2 * group * kUnroll * 2 <= units && RowBlockCount<RPT>(parts, group) < min_blocks)
-    group *= 2;
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
   GemvArgs a{};
   a.n_seg = static_cast<int>(parts.size());
