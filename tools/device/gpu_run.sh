@@ -71,7 +71,7 @@ fi
 # The kernel lab's GEMV sections under other decode switches: LAB="VAR=VALUE[,VAR=VALUE] ...", each run once
 # (the gpu stage's lab run is the default's).
 if has lab && [[ -x $B/bench/cuda_kernels ]]; then
-  for spec in ${LAB:-HYMT_GEMV_PIPE=0}; do
+  for spec in ${LAB:-HYMT_GEMV_OCC=0}; do
     stage "lab_${spec//[=,]/_}" 60 env ${spec//,/ } "$B/bench/cuda_kernels" --gemv
   done
 fi
