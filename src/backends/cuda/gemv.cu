@@ -214,29 +214,22 @@ __device__ __forceinline__ void LoadUnits(typename F::Raw (&raw)[kUnroll][kRows]
 // RPT rows, clamped (rows past N read valid memory and are not stored).
 template <int RPT>
 struct RowBlocks {
-  const GemvArgs* a;
+  const GemvArgs& a;
   int G, grp;
   int64_t vb;
   const GemvSeg* sg = nullptr;
   int64_t row0 = 0;
   int64_t rows[RPT];
   __device__ __forceinline__ RowBlocks(const GemvArgs& args, int group, int group_index)
-      : a(&args), G(group), grp(group_index), vb(blockIdx.x) {
+      : a(args), G(group), grp(group_index), vb(blockIdx.x) {
     Enter();
   }
   __device__ __forceinline__ void Enter() {
     int64_t block = 0;
-    sg = &BlockSeg(*a, vb, &block);
+    sg = &BlockSeg(a, vb, &block);
     row0 = (block * (kThreads / G) + grp) * RPT;
 #pragma unroll
     for (int r = 0; r < RPT; ++r) rows[r] = min(row0 + r, sg->w.rows - 1);
-  }
-  // Moves to the block's next row block; false after the last one.
-  __device__ __forceinline__ bool Next() {
-    vb += gridDim.x;
-    if (vb >= a->n_blocks) return false;
-    Enter();
-    return true;
   }
 };
 
@@ -247,9 +240,13 @@ __device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kR
                                              typename F::Raw (&raw)[kUnroll][kRows], int lane_g, int units) {
   const GemvSeg* done = rb.sg;
   const int64_t done_row0 = rb.row0;
-  const bool more = rb.Next();
-  if (more) LoadUnits<F>(raw, rb.sg->w, rb.a->up, rb.rows, lane_g, rb.G, units);
-  ReduceAndStore<RPT, R, kPair>(acc, *rb.a, *done, lane_g, rb.grp, done_row0);
+  rb.vb += gridDim.x;
+  const bool more = rb.vb < rb.a.n_blocks;
+  if (more) {
+    rb.Enter();
+    LoadUnits<F>(raw, rb.sg->w, rb.a.up, rb.rows, lane_g, rb.G, units);
+  }
+  ReduceAndStore<RPT, R, kPair>(acc, rb.a, *done, lane_g, rb.grp, done_row0);
   if (more) __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
   return more;
 }
@@ -422,8 +419,8 @@ struct Int8Dot<DType::kQ4_K> {
   template <bool kSmem>
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
                                               const float2* xds, int64_t K) {
-    const int64_t s0 = ActSlot<DType::kQ4_K, kSmem>(GroupOf(u, 0), K), s1 = ActSlot<DType::kQ4_K, kSmem>(GroupOf(u, 1), K);
-    const int64_t s2 = ActSlot<DType::kQ4_K, kSmem>(GroupOf(u, 8), K), s3 = ActSlot<DType::kQ4_K, kSmem>(GroupOf(u, 9), K);
+    const int64_t s0 = Slot<kSmem>(u, 0, K), s1 = Slot<kSmem>(u, 1, K);
+    const int64_t s2 = Slot<kSmem>(u, 2, K), s3 = Slot<kSmem>(u, 3, K);
     const int a0 = Dot16(Lo(raw.qa), Ld16(xq + 16 * s0)), a1 = Dot16(Lo(raw.qb), Ld16(xq + 16 * s1));
     const int b0 = Dot16(Hi(raw.qa), Ld16(xq + 16 * s2)), b1 = Dot16(Hi(raw.qb), Ld16(xq + 16 * s3));
     const float2 x0 = xds[s0], x1 = xds[s1], x2 = xds[s2], x3 = xds[s3];
@@ -432,8 +429,15 @@ struct Int8Dot<DType::kQ4_K> {
     return fmaf(ctx.d2, fmaf(x2.x, static_cast<float>(b0), x3.x * static_cast<float>(b1)),
                 fmaf(-ctx.m2, x2.y + x3.y, v));
   }
-  // The activation group (16 columns) at offset `off` groups from the first of wide unit u's.
-  static __device__ __forceinline__ int64_t GroupOf(int u, int off) { return (u / 4) * 16 + (u % 4) * 2 + off; }
+  // ActSlot of group i (0, 1: columns 32 j and 32 j + 16 of super-block u / 4, j = u % 4; 2, 3: the same
+  // + 128) of wide unit u: plane i at unit u in shared memory, else groups g, g + 1, g + 8, g + 9.
+  template <bool kSmem>
+  static __device__ __forceinline__ int64_t Slot(int u, int i, int64_t K) {
+    if constexpr (kSmem)
+      return u + i * (K / 64);
+    else
+      return (u / 4) * 16 + (u % 4) * 2 + i % 2 + 8 * (i / 2);
+  }
 };
 
 // Q6_K: split layout, two runs of 16 six-bit values q (0..63) at c and c + 128, each with its
@@ -468,26 +472,6 @@ struct Int8Dot<DType::kQ8_0> {
     return ctx.d * (xds[u].x * static_cast<float>(s));
   }
 };
-
-// Adds the products of kUnroll units u0, u0 + G, ... (those below `units`) of a thread's rows with the
-// int8 activation rows to acc.
-template <DType T, bool kSmem, int R, int kUnroll, int kRows>
-__device__ __forceinline__ void Int8Accumulate(const typename Fmt<T>::Raw (&raw)[kUnroll][kRows], int u0, int G,
-                                               int units, int64_t K, const int8_t* const (&xqr)[R],
-                                               const float2* const (&xdr)[R], float (&acc)[kRows][R]) {
-#pragma unroll
-  for (int k = 0; k < kUnroll; ++k) {
-    const int u = u0 + k * G;
-    if (u < units) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const typename Fmt<T>::Ctx ctx = Fmt<T>::MakeCtx(raw[k][r], u);
-#pragma unroll
-        for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::template Dot<kSmem>(raw[k][r], ctx, u, xqr[t], xdr[t], K);
-      }
-    }
-  }
-}
 
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
 //
@@ -556,21 +540,29 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     xqr[t] = xq + tt * K;
     xdr[t] = xds + tt * (K / 16);
   }
-  float acc[kRows][R];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
-    while (true) {
-    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-      if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
-      Int8Accumulate<T, kSmemX, R, kUnroll, kRows>(raw, u0, G, units, K, xqr, xdr, acc);
-    }
-    if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
+  while (true) {
+    float acc[kRows][R];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
       for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
+    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+      if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int u = u0 + k * G;
+        if (u < units) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            const typename F::Ctx ctx = F::MakeCtx(raw[k][r], u);
+#pragma unroll
+            for (int t = 0; t < R; ++t)
+              acc[r][t] += Int8Dot<T>::template Dot<kSmemX>(raw[k][r], ctx, u, xqr[t], xdr[t], K);
+          }
+        }
+      }
+    }
+    if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
   }
 }
 
