@@ -287,14 +287,13 @@ class Planner {
       if (p.layers[i] == LayerHome::kCpu) {
         cpu_part(static_cast<double>(f.layer_bytes[i]), params);
       } else {
-        gpu_part(static_cast<double>(f.layer_gpu_bytes[i]), params);
+        gpu_part(f.layer_gpu_read[i], params);
         if (p.layers[i] == LayerHome::kStreamed) copied += static_cast<double>(f.layer_gpu_bytes[i]);
       }
     }
     const double head_params = static_cast<double>(c_.vocab_rows) * c_.hidden;
-    const double head_bytes =
-        static_cast<double>(c_.tied_output ? (p.head_on_gpu ? f.embed_gpu_bytes : f.embed_bytes)
-                                           : (p.head_on_gpu ? f.head_gpu_bytes : f.head_bytes));
+    const double head_bytes = c_.tied_output ? (p.head_on_gpu ? f.embed_gpu_read : f.embed_bytes)
+                                             : (p.head_on_gpu ? f.head_gpu_read : f.head_bytes);
     if (p.head_on_gpu) {
       gpu_part(head_bytes, head_params);
     } else {
@@ -358,6 +357,24 @@ DType LoadTypeFor(const std::string& weight_type, const ModelConfig& c, const Te
   return t;
 }
 
+double GpuReadEfficiency(DType t) {
+  switch (t) {
+    case DType::kBF16:
+    case DType::kF16:
+    case DType::kF32:
+      return 1.0;
+    case DType::kQ8_0:
+      return 0.83;
+    case DType::kF8E4M3:
+      return 0.71;
+    case DType::kQ4_K:
+    case DType::kQ6_K:
+      return 0.63;
+    default:
+      return 0.5;
+  }
+}
+
 WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool quantize_at_load,
                            const std::function<DType(const TensorSpec&)>& type_of,
                            const GpuBytesFn& gpu_bytes) {
@@ -366,6 +383,7 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
   f.quantize_at_load = quantize_at_load;
   f.layer_bytes.assign(c.n_layers, 0);
   f.layer_gpu_bytes.assign(c.n_layers, 0);
+  f.layer_gpu_read.assign(c.n_layers, 0.0);
   f.rope_gpu_bytes = RoundUp(DTypeBytes(DType::kF32, c.head_dim / 2), 256);
   uint64_t main_bytes = 0;
   ForEachTensorSpec(c, [&](const TensorSpec& s) {
@@ -373,9 +391,11 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
     const uint64_t bytes = DTypeBytes(t, s.cols) * static_cast<uint64_t>(s.rows);
     uint64_t dev = gpu_bytes ? gpu_bytes(t, s.rows, s.cols) : bytes;
     dev = dev >= kGpuAllocGranularity ? RoundUp(dev, kGpuAllocGranularity) : RoundUp(dev, 256);
+    const double read = static_cast<double>(bytes) / GpuReadEfficiency(t);
     if (s.layer >= 0) {
       f.layer_bytes[s.layer] += bytes;
       f.layer_gpu_bytes[s.layer] += dev;
+      f.layer_gpu_read[s.layer] += read;
       if (s.layer == 0) f.layer_params += s.rows * s.cols;
       if (s.role == "ffn_up" && bytes > main_bytes) {
         main_bytes = bytes;  // the largest matrices decide the speed
@@ -384,9 +404,11 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
     } else if (s.role == "token_embd") {
       f.embed_bytes += bytes;
       f.embed_gpu_bytes += dev;
+      f.embed_gpu_read += read;
     } else {
       f.head_bytes += bytes;  // the final norm and an untied output head
       f.head_gpu_bytes += dev;
+      f.head_gpu_read += read;
     }
   });
   return f;
@@ -429,7 +451,8 @@ Plan MakePlan(const PlanInput& in) {
   if (in.formats.empty()) Fail(ErrorCode::kInvalidArgument, "the planner needs at least one weight format");
   for (const WeightFormat& f : in.formats)
     HYMT_CHECK(static_cast<int>(f.layer_bytes.size()) == c.n_layers &&
-               static_cast<int>(f.layer_gpu_bytes.size()) == c.n_layers);
+               static_cast<int>(f.layer_gpu_bytes.size()) == c.n_layers &&
+               static_cast<int>(f.layer_gpu_read.size()) == c.n_layers);
   if (in.device != "auto" && in.device != "cpu" && in.device != "gpu")
     Fail(ErrorCode::kInvalidArgument, "planner device must be auto, cpu or gpu, got '", in.device, "'");
   if (!in.mode.empty() && in.mode != "resident" && in.mode != "partial" && in.mode != "streamed" &&

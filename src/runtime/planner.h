@@ -58,6 +58,10 @@ struct WeightFormat {
   uint64_t embed_bytes = 0, embed_gpu_bytes = 0;  // token embedding (the head too when tied)
   uint64_t head_bytes = 0, head_gpu_bytes = 0;    // untied output head and the final norm
   int64_t layer_params = 0;                       // parameters of one layer (compute estimates)
+  // The same bytes on the GPU, each tensor's divided by its type's GpuReadEfficiency: what the decode
+  // estimates read at DeviceSpeeds::gpu_bandwidth.
+  std::vector<double> layer_gpu_read;  // [n_layers]
+  double embed_gpu_read = 0, head_gpu_read = 0;
   uint64_t rope_gpu_bytes = 0;  // the RoPE table on the GPU (derived, not stored; one per device)
 };
 
@@ -81,13 +85,20 @@ std::vector<WeightFormat> CandidateFormats(const ModelConfig& config,
                                            const std::string& stored_name, const std::string& weight_type,
                                            const GpuBytesFn& gpu_bytes);
 
+// How fast the CUDA backend's decode GEMVs read weights of type t, relative to bf16: the kernel lab's
+// decode layer on an H200 (docs/BENCHMARKS.md; bf16 87%, q8_0 72.5%, q4_k 54.7%, f8_e4m3 62% of the read
+// bandwidth). q6_k shares q4_k's kernel and is taken as q4_k; types without a fast GEMV kernel 0.5.
+double GpuReadEfficiency(DType t);
+
 // Rough speeds for the predictions (the benchmarks measure the real ones).
 struct DeviceSpeeds {
-  double gpu_bandwidth = 3.0e12;  // achieved weight-read bytes/s (H200: ~4.6e12 measured peak)
-  double gpu_flops = 4.0e14;      // achieved bf16 matmul FLOP/s
-  double pcie_bandwidth = 50e9;   // host -> device from pinned memory (BENCH.md: ~54 GB/s)
-  double cpu_bandwidth = 20e9;    // weight-read bytes/s of the CPU kernels
-  double cpu_flops = 2.0e11;      // CPU matmul FLOP/s
+  // bf16 weight-read bytes/s of the decode GEMVs (H200: 87% of the ~4.5e12 its read probe measures); other
+  // types read at this times GpuReadEfficiency.
+  double gpu_bandwidth = 3.9e12;
+  double gpu_flops = 4.0e14;     // achieved bf16 matmul FLOP/s
+  double pcie_bandwidth = 50e9;  // host -> device from pinned memory (BENCH.md: ~54 GB/s)
+  double cpu_bandwidth = 20e9;   // weight-read bytes/s of the CPU kernels
+  double cpu_flops = 2.0e11;     // CPU matmul FLOP/s
   // What a layer (or the head) costs beyond its bytes and FLOPs: kernel launches and their tails on
   // the GPU, thread-pool dispatch on the CPU. Dominant only for small models.
   double gpu_part_seconds = 20e-6;
