@@ -86,8 +86,9 @@ std::vector<WeightFormat> CandidateFormats(const ModelConfig& config,
                                            const GpuBytesFn& gpu_bytes);
 
 // How fast the CUDA backend's decode GEMVs read weights of type t, relative to bf16: the kernel lab's
-// decode layer on an H200 (docs/BENCHMARKS.md; bf16 87%, q8_0 72.5%, q4_k 54.7%, f8_e4m3 62% of the read
-// bandwidth). q6_k shares q4_k's kernel and is taken as q4_k; types without a fast GEMV kernel 0.5.
+// decode layer of fused GEMVs on an H200 (docs/BENCHMARKS.md: bf16 87.2%, q8_0 72.3%, f8_e4m3 61.9%, q4_k
+// 51.9% and, in a later call, 54.7% of the read bandwidth). q6_k shares q4_k's kernel and is taken as q4_k;
+// types without a fast GEMV kernel 0.5.
 double GpuReadEfficiency(DType t);
 
 // Rough speeds for the predictions (the benchmarks measure the real ones).

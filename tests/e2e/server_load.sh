@@ -28,11 +28,9 @@ run_load() {  # name, seconds, serve options...
   # Requests still running when wrk stops are cancelled when the server sees their connections closed,
   # at its next step; give it up to 10 s (a sanitizer build's step is slow), then every page must be back.
   local waited=0
-  pages=$(curl -s "$SERVER_URL/metrics" | sed -n 's/^hymt_kv_pages_used //p')
-  while [[ $pages != 0 && $waited -lt 20 ]]; do
+  while pages=$(curl -s "$SERVER_URL/metrics" | sed -n 's/^hymt_kv_pages_used //p'); [[ $pages != 0 && $waited -lt 20 ]]; do
     sleep 0.5
     waited=$((waited + 1))
-    pages=$(curl -s "$SERVER_URL/metrics" | sed -n 's/^hymt_kv_pages_used //p')
   done
   check() { if eval "$1"; then echo "ok   $2"; else echo "FAIL $2"; failed=1; fi; }
   check '[[ -n "$statuses" && $others -eq 0 ]]' "$name: only 200 and 503 ($statuses)"
