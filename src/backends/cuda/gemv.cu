@@ -618,14 +618,6 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   const int want = units / (GemvIters(parts[0].w.dtype) * kUnroll);
   int group = 32;
   while (group < kThreads && group < want) group *= 2;
-  // A group whose loop leaves its last iteration partly idle (the 7B's down projection, K = 14336: q4_k 224
-  // wide units at G = 64 is 3.5 iterations) takes the largest smaller group that divides the row exactly.
-  static const bool exact = !EnvEquals("HYMT_GEMV_EXACT", "0");
-  if (exact && group > 32 && units % (group * kUnroll) != 0) {
-    int g = group / 2;
-    while (g > 32 && units % (g * kUnroll) != 0) g /= 2;
-    if (units % (g * kUnroll) == 0) group = g;
-  }
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
   GemvArgs a{};
   a.n_seg = static_cast<int>(parts.size());
