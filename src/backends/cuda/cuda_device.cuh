@@ -136,15 +136,6 @@ __device__ __forceinline__ void St16(void* p, uint4 v) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
-// Asks for the line holding p in L1 (no register, no wait); a no-op in the CPU emulator.
-__device__ __forceinline__ void PrefetchL1(const void* p) {
-#if defined(__CUDA_ARCH__)
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-#else
-  (void)p;
-#endif
-}
-
 // Reads 8 bf16 (16 bytes, aligned) as floats.
 __device__ __forceinline__ void LoadBf16x8(const uint16_t* p, float out[8]) {
   const uint4 v = Ld16(p);

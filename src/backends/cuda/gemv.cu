@@ -97,7 +97,6 @@ struct GemvArgs {
   int64_t n_blocks;  // row blocks over all segments (GemvInt8Kernel's blocks loop over them)
   WeightView norm;    // norm.data set: x is first normalised as RmsNorm(x, norm, norm_eps) would
   float norm_eps;
-  bool prefetch_act;  // the int8 kernel's activation pass prefetches its later groups to L1 (HYMT_GEMV_ACT_PREFETCH)
   bool out_f32;
   GemvEpilogue epi;
 };
@@ -513,9 +512,6 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
       }
       __syncthreads();
     }
-    if (a.prefetch_act)  // a thread's later groups (3.5 per thread at K = 14336) come from L1, not in turn from L2
-      for (int64_t i = threadIdx.x + kThreads; i < a.n_tok * groups; i += kThreads)
-        PrefetchL1(a.x + (i / groups) * a.x_stride + 16 * (i % groups));
     for (int64_t i = threadIdx.x; i < a.n_tok * groups; i += kThreads) {
       const int64_t t = i / groups, g = i % groups;
       const int64_t slot = ActSlot<T, true>(g, K);
@@ -610,15 +606,7 @@ int64_t GemvGrid(int64_t n_blocks, int resident) {
   const int sms = SmCount();
   if (per_sm == 0 || sms <= 0) return n_blocks;
   if (occ && resident > 0) per_sm = std::min(per_sm, resident);
-  const int64_t cap = static_cast<int64_t>(sms) * per_sm;
-  if (n_blocks <= cap) return n_blocks;
-  // As few blocks as give every block the same number of row blocks (to within one): the 7B's q4_k down
-  // projection has 512 row blocks for 396 resident blocks, and 116 of them would otherwise run a second
-  // round nearly alone. HYMT_GEMV_BALANCE=0 keeps the whole cap.
-  static const bool balance = !EnvEquals("HYMT_GEMV_BALANCE", "0");
-  if (!balance) return cap;
-  const int64_t rounds = (n_blocks + cap - 1) / cap;
-  return (n_blocks + rounds - 1) / rounds;
+  return std::min<int64_t>(n_blocks, static_cast<int64_t>(sms) * per_sm);
 }
 
 // The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
@@ -644,8 +632,6 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   a.n_tok = static_cast<int>(x.rows);
   a.group = group;
   a.out_f32 = out_f32;
-  static const bool prefetch_act = !EnvEquals("HYMT_GEMV_ACT_PREFETCH", "0");
-  a.prefetch_act = prefetch_act;
   a.epi = epi;
   a.n_blocks = total;
   *blocks = total;
