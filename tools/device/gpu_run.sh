@@ -48,7 +48,9 @@ fi
 if has gpu; then stage gpu 330 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --quick ${GPU_NO_BENCH:+--no-bench}; fi
 
 # Decode GEMV tuning: the kernel lab's GEMV sections at several HYMT_GEMV_ITERS, and Nsight Compute on
-# the gate/up GEMV of bf16, q8_0 and q4_k (the third shape: 2 shapes x 216 launches skipped).
+# GEMVs of bf16, q8_0 and q4_k (NCU_FORMATS) at one token row: NCU_SHAPES lists name:skip pairs, the
+# launches of the kernel to skip before the one profiled (216 per shape in `cuda_kernels --gemv`: q,o 0,
+# k,v 216, gate,up 432, down 648, head 864); the default profiles gate,up.
 if has tune && [[ -x $B/bench/cuda_kernels ]]; then
   for cfg in ${TUNE:-1:1 2:1 4:1 1:2 2:2 4:2 2:4 4:4}; do  # HYMT_GEMV_ITERS:HYMT_GEMV_RPT1
     HYMT_GEMV_ITERS=${cfg%:*} HYMT_GEMV_RPT1=${cfg#*:} stage tune_$cfg 60 "$B/bench/cuda_kernels" --gemv
@@ -58,10 +60,12 @@ if has tune && [[ -x $B/bench/cuda_kernels ]]; then
   if [[ -n $NCU ]]; then
     for f in ${NCU_FORMATS:-bf16 q8_0 q4_k}; do
       k=GemvInt8Kernel; [[ $f == bf16 ]] && k=GemvKernel
-      HYMT_LAB_ONLY=$f stage ncu_$f 60 "$NCU" --clock-control none -k "regex:$k" --launch-skip 432 -c 1 \
-        --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-        --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
-        --section InstructionStats "$B/bench/cuda_kernels" --gemv
+      for sh in ${NCU_SHAPES:-gate:432}; do
+        HYMT_LAB_ONLY=$f stage "ncu_${f}_${sh%%:*}" 60 "$NCU" --clock-control none -k "regex:$k" \
+          --launch-skip "${sh#*:}" -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+          --section LaunchStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+          --section SchedulerStats --section InstructionStats --section SourceCounters "$B/bench/cuda_kernels" --gemv
+      done
     done
   else
     log "tune: no ncu on this host"
