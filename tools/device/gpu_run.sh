@@ -4,8 +4,9 @@
 # against transformers, and runs hymt and transformers side by side at the 7B shape. Stages are
 # independent and time-boxed; the whole call stays under BUDGET seconds. Results go to $OUT.
 #   tools/device/gpu_run.sh [STAGES]   STAGES: comma-separated subset of
-#       fixtures,gpu,tune,lab,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
-#       (default: all but profile and budgets)
+#       fixtures,gpu,build,tune,lab,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
+#       (default: all but build, profile and budgets; build is the gpu stage's build without the tests,
+#       for a call that only measures: build,lab,random,ab)
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/hymt-out}
@@ -46,6 +47,10 @@ fi
 
 # Build for sm_90, GPU tests (ops against the reference, graphs, fixtures against HF), kernel lab (--quick).
 if has gpu; then stage gpu 330 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --quick ${GPU_NO_BENCH:+--no-bench}; fi
+if has build && ! has gpu; then
+  stage build 300 bash -c "cmake -S . -B '$B' -G Ninja -DCMAKE_BUILD_TYPE=Release -DHYMT_SERVER=OFF -DHYMT_CUDA=ON \
+    -DHYMT_CUDA_ARCHS=90 -DHYMT_TESTS=OFF && cmake --build '$B' -j\$(nproc) --target hymt cuda_kernels"
+fi
 
 # Decode GEMV tuning: the kernel lab's GEMV sections at several HYMT_GEMV_ITERS, and Nsight Compute on
 # GEMVs of bf16, q8_0 and q4_k (NCU_FORMATS) at one token row: NCU_SHAPES lists name:skip pairs, the
@@ -110,15 +115,15 @@ if [[ -f $R7B/config.json && -x $HYMT ]]; then
     done
   fi
 fi
-# A/B of decode switches at batch 1: AB="FORMAT:VAR=VALUE[,VAR=VALUE] ..." (FORMAT bf16, q8_0 or q4_k_m), each against
-# the default run of that format in the same call.
+# A/B of decode switches: AB="FORMAT:VAR=VALUE[,VAR=VALUE] ..." (FORMAT bf16, q8_0 or q4_k_m), each against
+# the default run of that format in the same call; at batch 1 unless AB_BATCHES (e.g. 1,4) says otherwise.
 if has ab && [[ -f $R7B/config.json && -x $HYMT ]]; then
   wait $QPID 2>/dev/null
   for spec in ${AB:-q4_k_m: q4_k_m:HYMT_GEMV_SMEM_X=0 q8_0: q8_0:HYMT_GEMV_SMEM_X=0 bf16:}; do
     f=${spec%%:*}; v=${spec#*:}; m=$W/r7b-$f.gguf; [[ $f == bf16 ]] && m=$R7B
     [[ -e $m ]] || continue
     name=ab_${f}_${v:-default}; name=${name//[=,]/_}
-    stage "$name" 40 env ${v//,/ } "$HYMT" bench --model "$m" --device cuda --batches 1 --prompt 48 --gen 128 \
+    stage "$name" 40 env ${v//,/ } "$HYMT" bench --model "$m" --device cuda --batches ${AB_BATCHES:-1} --prompt 48 --gen 128 \
       --prefill-seqs 1 --prefill-len 48 --json "$W/$name.json"
   done
 fi
