@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
 # One call on the GPU host: build the CUDA backend for sm_90, run its tests and the kernel lab.
 #
-#   tests/gpu/run.sh --out DIR [--build BUILD_DIR] [--quick] [--no-bench]
+#   tests/gpu/run.sh --out DIR [--build BUILD_DIR] [--quick] [--no-bench] [--build-only]
 #
 # Configures a fresh build (-DHYMT_SERVER=OFF -DHYMT_CUDA=ON -DHYMT_CUDA_ARCHS=90), builds
 # hymt_gpu_tests, the bench tools and hymt with -j$(nproc), runs the GPU tests (DIR/gpu_tests.xml and
 # .log) and bench/cuda_kernels (DIR/cuda_kernels.txt), and prints a short summary last. Exits non-zero
-# when the build, a test or the bench fails.
+# when the build, a test or the bench fails. --build-only builds hymt and the bench tools without the tests
+# and stops there (for a call that only measures).
 #
 # GoogleTest: the system's when CMake finds it; otherwise it is built from a source tree found at
 # $GTEST_SOURCE_DIR, .devdata/googletest (carry it: cp -r /usr/src/googletest .devdata/) or
 # /usr/src/googletest. Without any, the bench still runs and the tests are reported as not run.
 set -uo pipefail
 
-OUT="" BUILD="" QUICK="" BENCH=1
+OUT="" BUILD="" QUICK="" BENCH=1 BUILD_ONLY=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --quick) QUICK=--quick; shift ;;
     --no-bench) BENCH=0; shift ;;
-    *) echo "usage: $0 --out DIR [--build BUILD_DIR] [--quick]" >&2; exit 2 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
+    *) echo "usage: $0 --out DIR [--build BUILD_DIR] [--quick] [--no-bench] [--build-only]" >&2; exit 2 ;;
   esac
 done
-[[ -n "$OUT" ]] || { echo "usage: $0 --out DIR [--build BUILD_DIR] [--quick]" >&2; exit 2; }
+[[ -n "$OUT" ]] || { echo "usage: $0 --out DIR [--build BUILD_DIR] [--quick] [--no-bench] [--build-only]" >&2; exit 2; }
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -49,7 +51,9 @@ cmake_minimum_required(VERSION 3.22)
 project(probe CXX)
 find_package(GTest REQUIRED)
 EOF
-if ! cmake -S "$probe" -B "$probe/b" >/dev/null 2>&1; then
+if [[ $BUILD_ONLY == 1 ]]; then
+  TESTS=OFF
+elif ! cmake -S "$probe" -B "$probe/b" >/dev/null 2>&1; then
   src=""
   for d in "${GTEST_SOURCE_DIR:-}" "$ROOT/.devdata/googletest" /usr/src/googletest; do
     [[ -n "$d" && -f "$d/CMakeLists.txt" ]] && { src=$d; break; }
@@ -86,6 +90,7 @@ if ! cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" >"$OUT/build.log"
   grep -E "error|FAILED" "$OUT/build.log" | head -30; echo "SUMMARY: build FAILED (build.log)"; exit 1
 fi
 stamp "built"
+[[ $BUILD_ONLY == 1 ]] && exit 0
 
 # ---- tests ----
 test_rc=0

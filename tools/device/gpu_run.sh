@@ -48,8 +48,7 @@ fi
 # Build for sm_90, GPU tests (ops against the reference, graphs, fixtures against HF), kernel lab (--quick).
 if has gpu; then stage gpu 330 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --quick ${GPU_NO_BENCH:+--no-bench}; fi
 if has build && ! has gpu; then
-  stage build 300 bash -c "cmake -S . -B '$B' -G Ninja -DCMAKE_BUILD_TYPE=Release -DHYMT_SERVER=OFF -DHYMT_CUDA=ON \
-    -DHYMT_CUDA_ARCHS=90 -DHYMT_TESTS=OFF && cmake --build '$B' -j\$(nproc) --target hymt cuda_kernels"
+  stage build 300 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --build-only
 fi
 
 # Decode GEMV tuning: the kernel lab's GEMV sections at several HYMT_GEMV_ITERS, and Nsight Compute on
