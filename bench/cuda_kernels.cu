@@ -407,7 +407,7 @@ void Run(bool quick, bool smoke, bool gemv_only) {
       "\n== attention decode (flash decoding): K/V bytes / time; 32 q heads, 8 kv heads, head_dim 128\n");
   std::printf("%-7s %-6s %9s %9s %9s %7s\n", "context", "seqs", "MB", "us", "GB/s", "of read");
   const int n_heads = 32, n_kv = 8, hd = 128, page = 16;
-  for (int ctx : {512, 2048}) {
+  for (int ctx : {128, 512, 2048}) {
     if (smoke) ctx /= 8;
     for (int seqs : {1, 16}) {
       if (smoke && seqs > 1) seqs = 3;

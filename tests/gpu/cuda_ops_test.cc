@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -761,6 +762,57 @@ TEST_F(CudaMatMulTest, PersistentBlocks) {
         }
       }
     }
+  }
+}
+
+// The int8 GEMVs with their rows in shared memory, rows quantised by a separate launch (in shared memory's
+// order; SetGemvPrequantMinK) against every block quantising them itself: identical bits for one weight,
+// three parts and the SwiGLU pair, at widths whose group sizes differ (256, the 7B's 4096 and 14336).
+TEST_F(CudaMatMulTest, PrequantisedRowsEqualInBlock) {
+  struct Reset {
+    ~Reset() { cuda::SetGemvPrequantMinK(-1); }
+  } reset;
+  for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+    for (int64_t k : {256, 4096, 14336}) {
+      for (int64_t rows : {1, 2}) {
+        const uint64_t seed = NextSeed();
+        SCOPED_TRACE(StrCat(DTypeName(t), " k ", k, " rows ", rows, " seed ", seed));
+        Rng rng(seed);
+        const int64_t n[3] = {300, 72, 40};
+        std::vector<Weight> ws;
+        for (int64_t r : n) {
+          const std::vector<uint8_t> b = RandomWeightBytes(rng, t, r, k);
+          ws.push_back(ops_->PrepareWeight(HostWeight("w", t, r, k, b.data())));
+        }
+        const std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * k), 3.0f);
+        DevTensor dx = Input(x, rows, k, k + 8);
+        const Weight* wp[] = {&ws[0], &ws[1], &ws[2]};
+        std::vector<std::vector<uint16_t>> got[2];
+        for (int pre : {0, 1}) {
+          cuda::SetGemvPrequantMinK(pre ? 0 : INT64_MAX);
+          DevTensor one = NewTensor(rows, n[0]);
+          ops_->MatMul(dx.t, ws[0], one.t);
+          got[pre].push_back(RawUnits(*ops_, one.t));
+          DevTensor a = NewTensor(rows, n[0]), b = NewTensor(rows, n[1]), c = NewTensor(rows, n[2]);
+          const Tensor outs[] = {a.t, b.t, c.t};
+          ops_->MatMulGroup(dx.t, wp, outs);
+          for (const Tensor& o : outs) got[pre].push_back(RawUnits(*ops_, o));
+          if (rows == 1) {
+            DevTensor g = NewTensor(rows, n[1]), u = NewTensor(rows, n[1]);
+            ops_->MatMulSwiGlu(dx.t, ws[1], ws[1], u.t, g.t);
+            got[pre].push_back(RawUnits(*ops_, g.t));
+          }
+        }
+        ASSERT_EQ(got[0].size(), got[1].size());
+        for (size_t i = 0; i < got[0].size(); ++i) EXPECT_EQ(got[0][i], got[1][i]) << "product " << i;
+      }
+    }
+  }
+  // And against the reference, with the separate launch for every width.
+  cuda::SetGemvPrequantMinK(0);
+  for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+    Check({t, 40, 4096}, {1, 2});
+    Check({t, 24, 14336}, {1});
   }
 }
 

@@ -2,9 +2,10 @@
 //
 // Four kernels:
 //   - decode (flash decoding): a block per (kv head, query row, context split). Its 128 threads form
-//     sub-groups of head_dim / 8 lanes, one cache position per sub-group at a time (16-byte K and V loads
-//     per lane); all q heads of the GQA group are scored against each K row while it is in registers, with
-//     an online softmax per sub-group. Sub-groups, then splits (AttnCombineKernel), are merged with the
+//     sub-groups of head_dim / 8 lanes, 4 cache positions per sub-group and trip, loaded together (16-byte
+//     K and V loads per lane; HYMT_ATTN_TRIP=1: one, as before: 1.4-1.9x slower at 512-2,048 positions);
+//     all q heads of the GQA group are scored against each K row while it is in registers, with an online
+//     softmax per sub-group. Sub-groups, then splits (AttnCombineKernel), are merged with the
 //     log-sum-exp rule. Bytes per row: ctx * n_kv_heads * head_dim * 2 (K + V) * 2 bytes.
 //   - prefill: a block per (tile of query rows of one sequence, kv head) holds 64 (row, q head) pairs, 4
 //     threads each (each a quarter of head_dim); 64-position K/V tiles are staged in shared memory and
@@ -19,6 +20,9 @@
 //     fast kernels do not take (head_dim other than 64/128, groups above 8, f32 caches).
 // Scores use exp2 with q pre-scaled by scale * log2(e) (the tensor-core kernel scales S instead, so that Q
 // enters the mma exact); softmax and sums are f32.
+#include <cstdlib>
+#include <cstring>
+
 #include "backends/cuda/cuda_device.cuh"
 
 namespace hymt::cuda {
@@ -49,6 +53,23 @@ __device__ __forceinline__ void LoadKv8(const uint16_t* p, float o[8]) {
   }
 }
 
+// The same from 16 bytes already loaded.
+template <bool kF16>
+__device__ __forceinline__ void Kv8(const uint4& v, float o[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kF16) {
+      __half2 h;
+      memcpy(&h, &w[i], 4);
+      const float2 f = __half22float2(h);
+      o[2 * i] = f.x, o[2 * i + 1] = f.y;
+    } else {
+      o[2 * i] = Bf16Lo(w[i]), o[2 * i + 1] = Bf16Hi(w[i]);
+    }
+  }
+}
+
 __device__ __forceinline__ const uint16_t* QRow(const AttentionArgs& a, int row, int h, int head_dim) {
   return static_cast<const uint16_t*>(a.q.data) + static_cast<int64_t>(row) * a.q.stride +
          static_cast<int64_t>(h) * head_dim;
@@ -59,7 +80,7 @@ __device__ __forceinline__ uint16_t* OutRow(const AttentionArgs& a, int row, int
 }
 
 // grid (n_kv_heads, n_decode, n_splits). GMAX >= group; heads past the group are skipped.
-template <bool kF16, int HD, int GMAX>
+template <bool kF16, int HD, int GMAX, int U>
 __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs a) {
   PdlWait();
   PdlTrigger();
@@ -100,39 +121,64 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
   const int64_t page_elems = head_elems * a.kv.n_kv_heads;
   const uint16_t* kpool = static_cast<const uint16_t*>(a.kv.k) + hk * head_elems + sl * 8;
   const uint16_t* vpool = static_cast<const uint16_t*>(a.kv.v) + hk * head_elems + sl * 8;
-  // The trip count is the same for the whole block (the shuffles need every lane); sub-groups past the
-  // end load a valid position and skip the update.
-  for (int jb = j_begin; jb < j_end; jb += SUBS) {
-    const int j = jb + sub;
-    const bool valid = j < j_end;
-    const int jj = valid ? j : j_begin;
-    const int64_t page = a.batch.pages[seq.first_page + jj / a.kv.page_size];
-    const int64_t off = page * page_elems + static_cast<int64_t>(jj % a.kv.page_size) * HD;
-    float kf[8], vf[8];
-    LoadKv8<kF16>(kpool + off, kf);
-    LoadKv8<kF16>(vpool + off, vf);
-    float s[GMAX];
+  // Each sub-group takes U positions per trip (jb + sub + SUBS u): their page numbers, then their K and V
+  // rows, are loaded together before any is used, so a trip waits on memory twice, not 2 U times; the
+  // online softmax then takes the U scores in one update. The trip count is the same for the whole block
+  // (the shuffles need every lane); positions past the end load a valid position and are left out.
+  for (int jb = j_begin; jb < j_end; jb += SUBS * U) {
+    bool valid[U];
+    int64_t page[U];
 #pragma unroll
-    for (int g = 0; g < GMAX; ++g) {
-      s[g] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) s[g] = fmaf(q[g][i], kf[i], s[g]);
-#pragma unroll
-      for (int off2 = LP / 2; off2 > 0; off2 >>= 1) s[g] += __shfl_xor_sync(kFullMask, s[g], off2);
+    for (int u = 0; u < U; ++u) {
+      const int j = jb + SUBS * u + sub;
+      valid[u] = j < j_end;
+      const int jj = valid[u] ? j : j_begin;
+      page[u] = a.batch.pages[seq.first_page + jj / a.kv.page_size] * page_elems +
+                static_cast<int64_t>(jj % a.kv.page_size) * HD;
     }
-    if (valid) {
+    uint4 kr[U], vr[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      kr[u] = Ld16(kpool + page[u]);
+      vr[u] = Ld16(vpool + page[u]);
+    }
+    float s[U][GMAX];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[8];
+      Kv8<kF16>(kr[u], kf);
 #pragma unroll
       for (int g = 0; g < GMAX; ++g) {
-        if (g < group) {
-          const float m_new = fmaxf(m[g], s[g]);
-          const float corr = exp2f(m[g] - m_new);  // 0 on the first position (m = -inf)
-          const float p = exp2f(s[g] - m_new);
-          l[g] = l[g] * corr + p;
+        s[u][g] = 0.0f;
 #pragma unroll
-          for (int i = 0; i < 8; ++i) o[g][i] = fmaf(o[g][i], corr, p * vf[i]);
-          m[g] = m_new;
-        }
+        for (int i = 0; i < 8; ++i) s[u][g] = fmaf(q[g][i], kf[i], s[u][g]);
+#pragma unroll
+        for (int off2 = LP / 2; off2 > 0; off2 >>= 1) s[u][g] += __shfl_xor_sync(kFullMask, s[u][g], off2);
       }
+    }
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) {
+      if (g >= group) continue;
+      float m_new = m[g];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (valid[u]) m_new = fmaxf(m_new, s[u][g]);
+      if (m_new == -INFINITY) continue;  // no valid position in this trip (only when U > 1)
+      const float corr = exp2f(m[g] - m_new);  // 0 on the first position (m = -inf)
+      l[g] *= corr;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[g][i] *= corr;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (!valid[u]) continue;
+        const float p = exp2f(s[u][g] - m_new);
+        float vf[8];
+        Kv8<kF16>(vr[u], vf);
+        l[g] += p;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[g][i] = fmaf(p, vf[i], o[g][i]);
+      }
+      m[g] = m_new;
     }
   }
 
@@ -635,20 +681,35 @@ __global__ __launch_bounds__(32) void AttnSimpleKernel(AttentionArgs a) {
   }
 }
 
+// Positions a decode sub-group loads per trip (AttnDecodeKernel's U): 4, or 1 with HYMT_ATTN_TRIP=1.
+int DecodePositionsPerTrip() {
+  static const int v = [] {
+    const char* e = std::getenv("HYMT_ATTN_TRIP");
+    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 4;
+  }();
+  return v;
+}
+
 template <bool kF16, int HD>
 void LaunchFastT(const AttentionArgs& a, cudaStream_t stream) {
   const int group = a.n_heads / a.kv.n_kv_heads;
   if (a.n_decode > 0) {
     const bool pdl = PdlEnabled();
     const dim3 grid(a.kv.n_kv_heads, a.n_decode, a.n_splits);
-    if (group == 1)
-      Launch(pdl, AttnDecodeKernel<kF16, HD, 1>, grid, kDecodeThreads, 0, stream, a);
-    else if (group == 2)
-      Launch(pdl, AttnDecodeKernel<kF16, HD, 2>, grid, kDecodeThreads, 0, stream, a);
-    else if (group <= 4)
-      Launch(pdl, AttnDecodeKernel<kF16, HD, 4>, grid, kDecodeThreads, 0, stream, a);
+    auto launch = [&]<int U>() {
+      if (group == 1)
+        Launch(pdl, AttnDecodeKernel<kF16, HD, 1, U>, grid, kDecodeThreads, 0, stream, a);
+      else if (group == 2)
+        Launch(pdl, AttnDecodeKernel<kF16, HD, 2, U>, grid, kDecodeThreads, 0, stream, a);
+      else if (group <= 4)
+        Launch(pdl, AttnDecodeKernel<kF16, HD, 4, U>, grid, kDecodeThreads, 0, stream, a);
+      else
+        Launch(pdl, AttnDecodeKernel<kF16, HD, 8, U>, grid, kDecodeThreads, 0, stream, a);
+    };
+    if (DecodePositionsPerTrip() == 1)
+      launch.template operator()<1>();
     else
-      Launch(pdl, AttnDecodeKernel<kF16, HD, 8>, grid, kDecodeThreads, 0, stream, a);
+      launch.template operator()<4>();
     HYMT_CUDA_CHECK_LAUNCH();
     if (a.n_splits > 1) {
       constexpr int kCombineThreads = HD > 32 ? HD : 32;

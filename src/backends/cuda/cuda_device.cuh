@@ -136,6 +136,23 @@ __device__ __forceinline__ void St16(void* p, uint4 v) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
+// A 16-byte copy from global to shared memory that does not pass through registers (cp.async, sm_80+;
+// a plain copy before). CopyAsyncWait() waits for the thread's copies; a __syncthreads() after it makes
+// every thread's copies visible to the block.
+__device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
+#else
+  St16(smem, Ld16(gmem));
+#endif
+}
+__device__ __forceinline__ void CopyAsyncWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // Reads 8 bf16 (16 bytes, aligned) as floats.
 __device__ __forceinline__ void LoadBf16x8(const uint16_t* p, float out[8]) {
   const uint4 v = Ld16(p);

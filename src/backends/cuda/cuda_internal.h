@@ -159,6 +159,10 @@ bool GemvInt8Supported(DType t);
 // Blocks per SM of the int8-activation GEMV's grid (each block loops over row blocks); 0: one block per row
 // block; -1 (the start): HYMT_GEMV_BLOCKS_PER_SM, or 4. For tests and tuning.
 void SetGemvBlocksPerSm(int n);
+// Row width from which the int8 GEMVs with rows in shared memory take their int8 rows from a separate
+// quantising launch instead of every block quantising them itself; -1 (the start): HYMT_GEMV_PREQUANT_K,
+// or 8192 (a negative HYMT_GEMV_PREQUANT_K: never). For tests and tuning.
+void SetGemvPrequantMinK(int64_t k);
 // out[t, n] = sum_k x[t, k] * W[n, k] * w.scale for t < x.rows <= kGemvMaxRows, reading W once.
 // out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K, Q6_K and Q8_0
 // weights take the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).

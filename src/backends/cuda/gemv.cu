@@ -34,8 +34,11 @@
 //   Q6_K: sum_i x_i d s (n_i - 32) = d s (dx sum_i q_i n_i - 32 dx sum_i q_i);
 //   Q8_0: sum_i x_i d w_i = d dx sum_i q_i w_i.
 // The activation rounding (|x - dx q| <= dx / 2, dx = max|x| / 127 over 16 values) is the only change
-// in the result; the tests bound it. Up to two token rows of the 7B's widths, each block quantises the
-// rows itself into shared memory (kSmemX: no separate launch); above, QuantizeActKernel writes them once.
+// in the result; the tests bound it. Up to two token rows of the 7B's widths the rows sit in shared memory
+// (kSmemX): at K = 4096 each block quantises them itself (no separate launch), from K = 8192 (the down
+// projection) QuantizeActKernel writes them once in shared memory's order and each block copies them
+// (GemvPrequantMinK); above two rows, QuantizeActKernel writes them once and the blocks read them from
+// global memory.
 // Q4_K and Q6_K read split layouts (cuda_internal.h): a warp's 32 threads load 512 contiguous quant bytes per
 // load. Q6_K's 8 threads of a super-block read 128 contiguous activation bytes; a Q4_K thread takes a wide
 // unit (64 weights of two sub-blocks that share a scale/min pair, so the header is decoded once per 64) and,
@@ -97,6 +100,9 @@ struct GemvArgs {
   int64_t n_blocks;  // row blocks over all segments (GemvInt8Kernel's blocks loop over them)
   WeightView norm;    // norm.data set: x is first normalised as RmsNorm(x, norm, norm_eps) would
   float norm_eps;
+  // kSmemX: set when QuantizeActKernel<T, true> has already written the rows' int8 values and scales in shared
+  // memory's layout (and order) here; the block then copies them instead of quantising the rows itself.
+  const int8_t* pre;
   bool out_f32;
   GemvEpilogue epi;
 };
@@ -338,19 +344,31 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
 }
 
 // One group of 16 activations for the int8 path: v[0..16) -> int8 q[0..16) and {dx, dx * sum q} with
-// dx = max|v| / 127.
+// dx = max|v| / 127 and q = rint(v * (127 / max|v|)), which lies in [-127, 127] without a clamp.
+// Every block of a batch-1 GEMV runs this over the whole row (kSmemX), so it is written for few issue
+// slots: a tree for the maximum; rint as (v * inv) + 1.5 * 2^23, whose low byte is q in two's complement
+// (the same rounding as __float2int_rn of the rounded product, without the conversion unit's quarter
+// rate); bytes packed with byte permutes, and sum q by dp4a against ones.
 __device__ __forceinline__ void QuantizeValues(const float (&v)[16], int8_t* q, float2* ds) {
-  float amax = 0.0f;
+  float m[8];
 #pragma unroll
-  for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  for (int i = 0; i < 8; ++i) m[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+#pragma unroll
+  for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i) m[i] = fmaxf(m[i], m[i + w]);
+  const float amax = m[0];
   const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  uint32_t words[4] = {0, 0, 0, 0};
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds |p| < 2^22 to an integer, ties to even
+  uint32_t words[4];
   int sum = 0;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const int qi = max(-127, min(127, __float2int_rn(v[i] * inv)));
-    sum += qi;
-    words[i / 4] |= static_cast<uint32_t>(qi & 0xff) << (8 * (i % 4));
+  for (int w = 0; w < 4; ++w) {
+    uint32_t b[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) b[i] = __float_as_uint(__fadd_rn(__fmul_rn(v[4 * w + i], inv), kRound));
+    words[w] = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x4000), 0x7610);
+    sum = __dp4a(static_cast<int>(words[w]), 0x01010101, sum);
   }
   St16(q, make_uint4(words[0], words[1], words[2], words[3]));
   *ds = make_float2(dx, dx * static_cast<float>(sum));
@@ -363,16 +381,6 @@ __device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, floa
   QuantizeValues(v, q, ds);
 }
 
-// Activation rows for the int8 path: x bf16 [n_tok, K] -> q int8 [n_tok, K] and, per 16 values,
-// {dx, dx * sum q} (QuantizeGroup). One block per row.
-__global__ __launch_bounds__(kThreads) void QuantizeActKernel(const uint16_t* x, int64_t x_stride, int64_t K,
-                                                              int8_t* xq, float2* xds) {
-  PdlWait();
-  PdlTrigger();
-  const int64_t t = blockIdx.x;
-  for (int64_t g = threadIdx.x; g < K / 16; g += kThreads)
-    QuantizeGroup(x + t * x_stride + 16 * g, xq + t * K + 16 * g, xds + t * (K / 16) + g);
-}
 
 __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
   int s = __dp4a(static_cast<int>(w.x), static_cast<int>(x.x), 0);
@@ -388,13 +396,30 @@ __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
 // s = plane * K / 64 + 4 b + j): the 32 threads of a warp, on consecutive units, then read 512 contiguous
 // bytes per load, with no bank conflicts.
 template <DType T, bool kSmem>
-__device__ __forceinline__ int64_t ActSlot(int64_t g, int64_t K) {
+__device__ __forceinline__ int ActSlot(int g, int K) {
   if constexpr (T == DType::kQ4_K && kSmem) {
-    const int64_t b = g / 16, gi = g % 16;
-    return (2 * (gi / 8) + gi % 2) * (K / 64) + 4 * b + (gi % 8) / 2;
+    const unsigned b = static_cast<unsigned>(g) / 16, gi = static_cast<unsigned>(g) % 16;
+    return static_cast<int>((2 * (gi / 8) + gi % 2) * (static_cast<unsigned>(K) / 64) + 4 * b + (gi % 8) / 2);
   } else {
     return g;
   }
+}
+
+// Activation rows for the int8 path: x bf16 [n_tok, K] -> q int8 [n_tok, K] and, per 16 values,
+// {dx, dx * sum q} (QuantizeGroup), group g at slot ActSlot<T, kSmem>(g): natural order for the kernels
+// that read them from global memory, shared memory's order for those that copy them there (GemvArgs::pre).
+// One thread per group, blockIdx.y the token row.
+template <DType T, bool kSmem>
+__global__ __launch_bounds__(kThreads) void QuantizeActKernel(const uint16_t* x, int64_t x_stride, int K,
+                                                              int8_t* xq, float2* xds) {
+  PdlWait();
+  PdlTrigger();
+  const int groups = K / 16;
+  const int g = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
+  if (g >= groups) return;
+  const int64_t t = blockIdx.y;
+  const int s = ActSlot<T, kSmem>(g, K);
+  QuantizeGroup(x + t * x_stride + 16 * g, xq + t * K + 16 * s, xds + t * groups + s);
 }
 
 // The int8 path loads the same units as the f32 path (Fmt<T>; for Q6_K 32 elements, two runs of 16 at c and
@@ -475,9 +500,10 @@ struct Int8Dot<DType::kQ8_0> {
 
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
 //
-// kSmemX: the block quantises the activation rows itself (QuantizeGroup, as QuantizeActKernel does) into
-// shared memory, n_tok * K * 1.5 bytes, instead of reading the rows QuantizeActKernel wrote: one launch
-// fewer per product, and the activation reads are shared-memory loads. xq and xds are then unused.
+// kSmemX: the activation rows are in shared memory, n_tok * K * 1.5 bytes: the block quantises them itself
+// (QuantizeGroup, as QuantizeActKernel does; one launch fewer per product) or, with a.pre, copies what
+// QuantizeActKernel<T, true> wrote; the activation reads are then shared-memory loads. xq and xds are
+// unused.
 // The grid may be smaller than a.n_blocks (GemvGrid): each block then works through row blocks
 // blockIdx.x, + gridDim.x, ..., so that its activation prologue serves several of them; the next row
 // block's first weights load before the current one's sums are reduced.
@@ -505,27 +531,36 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     float2* sd = reinterpret_cast<float2*>(sq + a.n_tok * K);  // K % 32 == 0: 16-byte aligned
     const int64_t groups = K / 16;
     __shared__ float norm_scratch[32], norm_inv[kGemvMaxRows];
-    if (a.norm.data != nullptr) {
+    if (a.pre != nullptr) {
+      const int n16 = static_cast<int>((a.n_tok * K + a.n_tok * groups * 8) / 16);
+      for (int i = threadIdx.x; i < n16; i += kThreads) CopyAsync16(sq + 16 * i, a.pre + 16 * i);
+      CopyAsyncWait();
+    } else if (a.norm.data != nullptr) {
       for (int t = 0; t < a.n_tok; ++t) {
         const float inv = RowRmsInv(a.x + t * a.x_stride, K, a.norm_eps, norm_scratch);
         if (threadIdx.x == 0) norm_inv[t] = inv;
       }
       __syncthreads();
     }
-    for (int64_t i = threadIdx.x; i < a.n_tok * groups; i += kThreads) {
-      const int64_t t = i / groups, g = i % groups;
-      const int64_t slot = ActSlot<T, true>(g, K);
-      const uint16_t* xg = a.x + t * a.x_stride + 16 * g;
-      if (a.norm.data != nullptr) {
-        float v[16];
-        LoadBf16x8(xg, v);
-        LoadBf16x8(xg + 8, v + 8);
-        const float inv = norm_inv[t];
+    // 32-bit indices, tokens outer: a 64-bit division per group costs more than the group's quantisation.
+    const int groups32 = static_cast<int>(groups);
+    for (int t = 0; a.pre == nullptr && t < a.n_tok; ++t) {
+      const uint16_t* xt = a.x + t * a.x_stride;
+      int8_t* sqt = sq + t * K;
+      float2* sdt = sd + t * groups;
+      for (int g = threadIdx.x; g < groups32; g += kThreads) {
+        const int slot = ActSlot<T, true>(g, static_cast<int>(K));
+        if (a.norm.data != nullptr) {
+          float v[16];
+          LoadBf16x8(xt + 16 * g, v);
+          LoadBf16x8(xt + 16 * g + 8, v + 8);
+          const float inv = norm_inv[t];
 #pragma unroll
-        for (int j = 0; j < 16; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 16 * g + j));
-        QuantizeValues(v, sq + t * K + 16 * slot, sd + t * groups + slot);
-      } else {
-        QuantizeGroup(xg, sq + t * K + 16 * slot, sd + t * groups + slot);
+          for (int j = 0; j < 16; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 16 * g + j));
+          QuantizeValues(v, sqt + 16 * slot, sdt + slot);
+        } else {
+          QuantizeGroup(xt + 16 * g, sqt + 16 * slot, sdt + slot);
+        }
       }
     }
     __syncthreads();
@@ -698,6 +733,23 @@ size_t SmemXBytes(int64_t rows, int64_t K) {
   return on && bytes <= 46 * 1024 ? bytes : 0;
 }
 
+// The int8 kernels whose rows fit in shared memory quantise them themselves, every block over the whole
+// row; from this width up a separate launch quantises them once into the scratch in shared memory's order
+// and the blocks copy them. Set by SetGemvPrequantMinK (-1: HYMT_GEMV_PREQUANT_K, or 8192). On an H200 at
+// the 7B shape this pays for the launch at K = 14336 (the down projection: each of ~400 blocks would
+// quantise 896 groups of 16) but not at 4096 (kernel lab, a decode layer's q4_k GEMVs: 46.5 us with it for
+// K >= 8192, 47.7 without, 51.0 for every K; docs/BENCHMARKS.md).
+std::atomic<int64_t> g_prequant_min_k{-1};
+
+int64_t GemvPrequantMinK() {
+  static const int64_t env = [] {
+    const int e = EnvInt("HYMT_GEMV_PREQUANT_K", 8192);
+    return e >= 0 ? static_cast<int64_t>(e) : INT64_MAX;
+  }();
+  const int64_t set = g_prequant_min_k.load(std::memory_order_relaxed);
+  return set >= 0 ? set : env;
+}
+
 template <DType T, int R, bool kPair, int RPT>
 void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                 void* scratch, cudaStream_t stream, const GemvNorm* norm) {
@@ -713,15 +765,21 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   }
   const size_t smem = SmemXBytes(x.rows, K);
   HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
+  const dim3 qgrid(static_cast<unsigned>((K / 16 + kThreads - 1) / kThreads), static_cast<unsigned>(x.rows));
   if (smem > 0) {
+    if (norm == nullptr && K >= GemvPrequantMinK()) {
+      Launch(pdl, QuantizeActKernel<T, true>, qgrid, dim3(kThreads), 0, stream, static_cast<const uint16_t*>(x.data),
+             x.stride, static_cast<int>(K), xq, xds);
+      a.pre = xq;
+    }
     const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, true>;
     const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem));
     Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a, static_cast<const int8_t*>(nullptr),
            static_cast<const float2*>(nullptr));
     return;
   }
-  Launch(pdl, QuantizeActKernel, static_cast<unsigned>(x.rows), kThreads, 0, stream,
-         static_cast<const uint16_t*>(x.data), x.stride, K, xq, xds);
+  Launch(pdl, QuantizeActKernel<T, false>, qgrid, dim3(kThreads), 0, stream, static_cast<const uint16_t*>(x.data),
+         x.stride, static_cast<int>(K), xq, xds);
   const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, false>;
   const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), 0));
   Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, 0, stream, a, static_cast<const int8_t*>(xq),
@@ -819,6 +877,10 @@ bool GemvFastSupported(const WeightView& w, MatView x) {
 
 void SetGemvBlocksPerSm(int n) {
   g_blocks_per_sm.store(n, std::memory_order_relaxed);
+}
+
+void SetGemvPrequantMinK(int64_t k) {
+  g_prequant_min_k.store(k, std::memory_order_relaxed);
 }
 
 bool GemvInt8Supported(DType t) {

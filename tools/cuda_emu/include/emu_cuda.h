@@ -178,7 +178,12 @@ inline float rsqrtf(float x) {
   return 1.0f / std::sqrt(x);
 }
 inline float __fmul_rn(float a, float b) {
-  return a * b;
+  volatile float r = a * b;  // rounded to float here, never contracted with a later add
+  return r;
+}
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
 }
 // Atomics: the fibers of a block switch only at barriers and shuffles, so a plain read-modify-write is
 // atomic here.
