@@ -35,25 +35,7 @@ constexpr int kPrefillPairs = 64;  // (row, head) pairs per prefill block: 4 thr
 constexpr int kPrefillKeys = 64;   // positions per shared-memory K/V tile
 constexpr int kPrefillBatch = 16;  // keys scored before each softmax update
 
-// 8 cache values (16 bytes) as floats; the cache is bf16 or f16.
-template <bool kF16>
-__device__ __forceinline__ void LoadKv8(const uint16_t* p, float o[8]) {
-  if constexpr (kF16) {
-    const uint4 v = Ld16(p);
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      __half2 h;
-      memcpy(&h, &w[i], 4);
-      const float2 f = __half22float2(h);
-      o[2 * i] = f.x, o[2 * i + 1] = f.y;
-    }
-  } else {
-    LoadBf16x8(p, o);
-  }
-}
-
-// The same from 16 bytes already loaded.
+// 8 cache values (16 bytes, already loaded) as floats; the cache is bf16 or f16.
 template <bool kF16>
 __device__ __forceinline__ void Kv8(const uint4& v, float o[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -68,6 +50,11 @@ __device__ __forceinline__ void Kv8(const uint4& v, float o[8]) {
       o[2 * i] = Bf16Lo(w[i]), o[2 * i + 1] = Bf16Hi(w[i]);
     }
   }
+}
+// The same from memory (16-byte aligned).
+template <bool kF16>
+__device__ __forceinline__ void LoadKv8(const uint16_t* p, float o[8]) {
+  Kv8<kF16>(Ld16(p), o);
 }
 
 __device__ __forceinline__ const uint16_t* QRow(const AttentionArgs& a, int row, int h, int head_dim) {
