@@ -20,9 +20,6 @@
 //     fast kernels do not take (head_dim other than 64/128, groups above 8, f32 caches).
 // Scores use exp2 with q pre-scaled by scale * log2(e) (the tensor-core kernel scales S instead, so that Q
 // enters the mma exact); softmax and sums are f32.
-#include <cstdlib>
-#include <cstring>
-
 #include "backends/cuda/cuda_device.cuh"
 
 namespace hymt::cuda {
@@ -670,10 +667,7 @@ __global__ __launch_bounds__(32) void AttnSimpleKernel(AttentionArgs a) {
 
 // Positions a decode sub-group loads per trip (AttnDecodeKernel's U): 4, or 1 with HYMT_ATTN_TRIP=1.
 int DecodePositionsPerTrip() {
-  static const int v = [] {
-    const char* e = std::getenv("HYMT_ATTN_TRIP");
-    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 4;
-  }();
+  static const int v = EnvEquals("HYMT_ATTN_TRIP", "1") ? 1 : 4;
   return v;
 }
 

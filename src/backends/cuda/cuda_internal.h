@@ -159,6 +159,10 @@ bool GemvInt8Supported(DType t);
 // Blocks per SM of the int8-activation GEMV's grid (each block loops over row blocks); 0: one block per row
 // block; -1 (the start): HYMT_GEMV_BLOCKS_PER_SM, or 4. For tests and tuning.
 void SetGemvBlocksPerSm(int n);
+// The backend's tuning switches, read from the environment: the integer value of `name` (fallback when
+// unset), and whether it is set to exactly `value`.
+int EnvInt(const char* name, int fallback);
+bool EnvEquals(const char* name, const char* value);
 // Row width from which the int8 GEMVs with rows in shared memory take their int8 rows from a separate
 // quantising launch instead of every block quantising them itself; -1 (the start): HYMT_GEMV_PREQUANT_K,
 // or 8192 (a negative HYMT_GEMV_PREQUANT_K: never). For tests and tuning.

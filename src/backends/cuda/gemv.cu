@@ -55,12 +55,6 @@
 #include "backends/cuda/cuda_device.cuh"
 
 namespace hymt::cuda {
-namespace {
-
-constexpr int kThreads = 256;
-
-// The tuning switches below are read once from the environment: the integer value of `name` (fallback
-// when unset), and whether it is set to exactly `value`.
 int EnvInt(const char* name, int fallback) {
   const char* s = std::getenv(name);
   return s != nullptr ? std::atoi(s) : fallback;
@@ -69,6 +63,10 @@ bool EnvEquals(const char* name, const char* value) {
   const char* s = std::getenv(name);
   return s != nullptr && std::strcmp(s, value) == 0;
 }
+
+namespace {
+
+constexpr int kThreads = 256;
 
 // Per-thread loop iterations the group size aims at (see the file comment): 1 for the 16-bit and f32
 // weights, 4 for the others (measured on an H200 at the 7B shapes, cuda_kernels --gemv); HYMT_GEMV_ITERS
@@ -380,7 +378,6 @@ __device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, floa
   LoadBf16x8(x + 8, v + 8);
   QuantizeValues(v, q, ds);
 }
-
 
 __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
   int s = __dp4a(static_cast<int>(w.x), static_cast<int>(x.x), 0);
