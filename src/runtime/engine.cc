@@ -202,6 +202,13 @@ EngineStats Engine::stats() const {
   s.forward_issue_ns = stat_forward_ns_.load();
   s.select_ns = stat_select_ns_.load();
   s.graph_launch_ns = stat_graph_launch_ns_.load();
+#ifdef HYMT_HAVE_CUDA
+  if (graphs_ != nullptr) {
+    const CudaOps::GraphTiming t = graphs_->cuda->graph_timing();
+    s.graph_device_ns = t.device_ns;
+    s.graph_device_timed = t.launches;
+  }
+#endif
   s.decode_tokens_per_second = stat_rate_.load();
   return s;
 }

@@ -107,6 +107,9 @@ struct EngineStats {
   int64_t forward_issue_ns = 0;
   int64_t select_ns = 0;
   int64_t graph_launch_ns = 0;  // of forward_issue_ns: replaying graphs from the step data (FastReplay)
+  // Device time of the CUDA graphs launched (events around each launch; the latest is not counted yet).
+  int64_t graph_device_ns = 0;
+  int64_t graph_device_timed = 0;
   double decode_tokens_per_second = 0;  // recent rate (exponential average over steps)
 };
 

@@ -34,6 +34,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -1205,6 +1206,53 @@ TEST_F(CudaOpsTest, SwiGluAndAdd) {
 }
 
 // ---- sampling ----
+
+// Greedy rows of 16-byte-aligned logits take the vectorised argmax (16-byte loads, the last n_valid % 4
+// or % 8 logits one at a time); rows of other widths the scalar kernel. Both against the host path, for
+// bf16 and f32: ties (the lowest id), a best logit in the last part or one past n_valid, a best logit in a
+// thread's second pass, rows holding NaN, an infinity, nothing but -inf, or nothing but the lowest finite
+// value.
+TEST_F(CudaOpsTest, GreedyMatchesTheHostPath) {
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    for (const int64_t vocab : {int64_t{50048}, int64_t{5003}}) {
+      const uint64_t seed = NextSeed();
+      SCOPED_TRACE(StrCat(DTypeName(dt), " vocab ", vocab, " seed ", seed));
+      Rng rng(seed);
+      const int64_t rows = 10;
+      const int32_t n_valid = static_cast<int32_t>(vocab - 5);
+      std::vector<float> v = RandomBf16(rng, static_cast<size_t>(rows * vocab), 3.0f);
+      auto at = [&](int64_t r, int64_t i) -> float& { return v[static_cast<size_t>(r * vocab + i)]; };
+      at(0, vocab / 2) = at(0, vocab - 50) = at(0, 17) = 50.0f;
+      at(1, n_valid - 1) = 50.0f;
+      at(2, n_valid + 2) = 1000.0f;
+      at(3, 0) = 50.0f;
+      at(4, vocab / 3) = std::nanf("");
+      at(5, 12) = INFINITY;
+      for (int64_t i = 0; i < vocab; ++i) at(6, i) = -INFINITY;
+      // the lowest finite value of the type (the kernels' starting value in f32; -FLT_MAX rounds to -inf in bf16)
+      const float lowest = dt == DType::kF32 ? -FLT_MAX : Bf16ToF32(0xff7f);
+      for (int64_t i = 0; i < vocab; ++i) at(7, i) = lowest;
+      const int64_t second_pass = std::min<int64_t>(4 * 1024 * 4 + 3, n_valid - 1);
+      at(8, second_pass) = 50.0f;
+      DevTensor d = NewTensor(rows, vocab, dt);
+      Upload(v, d.t);
+      std::vector<SampleSpec> specs(static_cast<size_t>(rows));
+      std::vector<int32_t> device_ids(static_cast<size_t>(rows)), host_ids(static_cast<size_t>(rows));
+      ops_->SampleTokens(d.t, specs, n_valid, device_ids);
+      ops_->Ops::SampleTokens(d.t, specs, n_valid, host_ids);
+      EXPECT_EQ(device_ids, host_ids);
+      EXPECT_EQ(device_ids[0], 17);
+      EXPECT_EQ(device_ids[1], n_valid - 1);
+      EXPECT_NE(device_ids[2], n_valid + 2);
+      EXPECT_EQ(device_ids[3], 0);
+      EXPECT_EQ(device_ids[4], kNonFiniteLogits);
+      EXPECT_EQ(device_ids[5], kNonFiniteLogits);
+      EXPECT_EQ(device_ids[6], kNonFiniteLogits);
+      EXPECT_EQ(device_ids[7], 0);
+      EXPECT_EQ(device_ids[8], second_pass);
+    }
+  }
+}
 
 // Top-k sampling on the device (the k best found there, top-p and the draw on the host) chooses exactly
 // the tokens the host path chooses: penalties with repeated and out-of-range history tokens, greedy rows

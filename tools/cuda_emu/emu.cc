@@ -352,6 +352,9 @@ cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t) {
   return cudaSuccess;
 }
+cudaError_t cudaEventQuery(cudaEvent_t) {
+  return cudaSuccess;  // work runs when it is issued: every recorded event has completed
+}
 // Every stream runs its work at once, so an event has always completed when a stream waits for it.
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
   return s != nullptr && s->capture != nullptr ? emu::Err(cudaErrorStreamCaptureUnsupported) : cudaSuccess;

@@ -25,7 +25,9 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // ---- programmatic dependent launch (sm_90+) ----
 // A kernel launched with Launch(..., pdl = true) may start while the kernel before it in the stream is
 // still finishing: it must call PdlWait() before it reads anything earlier kernels wrote or writes
-// anything (what it may do before: index arithmetic and loads of weights, which no kernel writes).
+// anything. What it may do before: index arithmetic, loads of weights (no kernel writes them), of the
+// step's batch (BeginStep's copy precedes the step's first kernel, which every later one starts after)
+// and of KV cache positions before a sequence's n_past (written by earlier steps).
 // PdlTrigger() lets the next such kernel start as soon as every block of this one has called it.
 __device__ __forceinline__ void PdlWait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -159,7 +160,9 @@ class PinnedMemory {
 
 class Event {
  public:
-  Event() { HYMT_CUDA_CHECK(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming)); }
+  explicit Event(bool timing = false) {
+    HYMT_CUDA_CHECK(cudaEventCreateWithFlags(&ev_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   ~Event() { cudaEventDestroy(ev_); }
@@ -635,7 +638,7 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUDA_EXPECT(out.rows == x.rows && out.cols == x.cols);
     Trace({kOpRmsNorm, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), Bits(eps), Ptr(out.data),
            out.stride});
-    if (!Launching()) return;
+    if (!Launching() || Skip(1)) return;
     cuda::LaunchRmsNorm(Mat(x), wv, eps, Mat(out), stream_);
   }
 
@@ -730,7 +733,7 @@ class CudaOpsImpl final : public CudaOps {
            Ptr(fv.data), Ptr(q_norm != nullptr ? qn.data : nullptr), Ptr(k_norm != nullptr ? kn.data : nullptr),
            Bits(eps), Ptr(kv.k), Ptr(kv.v), static_cast<int64_t>(kv.dtype), kv.n_kv_heads, hd, kv.page_size,
            kv.n_pages});
-    if (!Launching()) return;
+    if (!Launching() || Skip(2)) return;
     cuda::LaunchRopeNormKv(Mat(q), Mat(k), Mat(v), n_heads, fv, q_norm != nullptr ? &qn : nullptr,
                            k_norm != nullptr ? &kn : nullptr, eps, kvv, view_, stream_);
   }
@@ -804,7 +807,7 @@ class CudaOpsImpl final : public CudaOps {
     Trace({kOpAttention, Ptr(q.data), q.stride, Ptr(out.data), out.stride, Ptr(kv.k), Ptr(kv.v),
            static_cast<int64_t>(kv.dtype), kv.n_kv_heads, kv.head_dim, kv.page_size, n_heads, Bits(scale),
            fast, a.n_decode, a.n_tiles, a.n_splits});
-    if (!Launching() || q.rows == 0) return;
+    if (!Launching() || q.rows == 0 || Skip(4)) return;
     if (fast)
       cuda::LaunchAttentionFast(a, stream_);
     else
@@ -1096,6 +1099,7 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   void* stream() const override { return stream_; }
+  GraphTiming graph_timing() const override { return {graph_device_ns_.load(), graph_timed_.load()}; }
   size_t ScratchBytes() const override {
     return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + batch_area_.dev.size() +
            ops_area_.dev.size() + sample_->dev.size();
@@ -1233,11 +1237,12 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   // Decode attention splits: enough blocks to fill the GPU twice over, at least kSplitMinPositions per split
-  // at the bucketed context, and what the scratch holds. Depends on the bucket, not the exact context, so
-  // that a graph replays while the context grows.
+  // (HYMT_ATTN_SPLIT_MIN overrides it) at the bucketed context, and what the scratch holds. Depends on the
+  // bucket, not the exact context, so that a graph replays while the context grows.
   int Splits(int n_decode, int n_heads, int n_kv_heads, int head_dim) const {
     if (n_decode == 0) return 1;
-    const int by_ctx = std::max(1, ctx_bucket_ / kSplitMinPositions);
+    static const int min_positions = std::max(1, cuda::EnvInt("HYMT_ATTN_SPLIT_MIN", kSplitMinPositions));
+    const int by_ctx = std::max(1, ctx_bucket_ / min_positions);
     const int64_t blocks = static_cast<int64_t>(n_decode) * n_kv_heads;
     const int want = static_cast<int>(std::min<int64_t>(kMaxSplits, (2 * sm_count_ + blocks - 1) / blocks));
     const size_t per_split = static_cast<size_t>(n_decode) * n_heads * (head_dim + 2) * sizeof(float);
@@ -1403,7 +1408,22 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   void Launch(GraphImpl& g) {
+    // The previous launch's device time: it has finished when the step that launched it chose its
+    // tokens (the engine waits for that before the next step), so the query does not wait.
+    if (graph_timing_pending_) {
+      float ms = 0;
+      if (cudaEventQuery(graph_end_.get()) == cudaSuccess &&
+          cudaEventElapsedTime(&ms, graph_begin_.get(), graph_end_.get()) == cudaSuccess) {
+        graph_device_ns_.fetch_add(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
+        graph_timed_.fetch_add(1);
+      } else {
+        cudaGetLastError();  // still running (not an error): that launch goes untimed
+      }
+    }
+    HYMT_CUDA_CHECK(cudaEventRecord(graph_begin_.get(), stream_));
     HYMT_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+    HYMT_CUDA_CHECK(cudaEventRecord(graph_end_.get(), stream_));
+    graph_timing_pending_ = true;
     HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
     HYMT_CUDA_CHECK(cudaEventRecord(ops_area_.done.get(), stream_));
   }
@@ -1424,6 +1444,12 @@ class CudaOpsImpl final : public CudaOps {
     }
   }
   bool Launching() const { return mode_ != Mode::kReplay; }
+  // Measurement only (wrong results): HYMT_DECODE_SKIP=bits leaves out RMSNorm (1), RoPE + KV write (2),
+  // attention (4).
+  static bool Skip(int bit) {
+    static const int skip = cuda::EnvInt("HYMT_DECODE_SKIP", 0);
+    return (skip & bit) != 0;
+  }
 
   const int device_;
   const CudaOpsOptions options_;
@@ -1456,6 +1482,10 @@ class CudaOpsImpl final : public CudaOps {
   int ctx_bucket_ = kSplitMinPositions;
 
   Mode mode_ = Mode::kEager;
+  // Device time of replayed graphs (events around each launch, read at the next launch).
+  Event graph_begin_{true}, graph_end_{true};
+  bool graph_timing_pending_ = false;
+  std::atomic<int64_t> graph_device_ns_{0}, graph_timed_{0};
   bool step_in_graph_ = false;
   bool capture_failed_ = false;
   std::vector<int64_t> trace_;

@@ -113,6 +113,13 @@ class CudaOps : public Ops {
 
   // The cudaStream_t all ops run on (for events in benchmarks and tests).
   virtual void* stream() const = 0;
+  // Device time of graph launches, from events recorded around each: the sum and the number timed (each
+  // launch is read when the next one is made, so the latest is not counted yet). Any thread may ask.
+  struct GraphTiming {
+    int64_t device_ns = 0;
+    int64_t launches = 0;
+  };
+  virtual GraphTiming graph_timing() const = 0;
   // Device bytes of this instance's fixed scratch.
   virtual size_t ScratchBytes() const = 0;
   // Tests: route every op through the simple kernels (the on-device oracle of the fast ones).

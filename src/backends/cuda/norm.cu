@@ -40,12 +40,26 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightV
 // waits for this kernel twice a layer: 8 elements per load cut its latency.
 template <int kChunks>
 __global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps, MatView out) {
-  PdlWait();
-  PdlTrigger();
   __shared__ float scratch[32];
   const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
   uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
   const int64_t n8 = x.cols / 8;
+  // The weights before the wait: their loads overlap the previous kernel's tail.
+  float g[kChunks][8];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c8 = threadIdx.x + static_cast<int64_t>(i) * kNormThreads;
+    if (c8 < n8) {
+      if (w.dtype == DType::kBF16) {
+        LoadBf16x8(static_cast<const uint16_t*>(w.data) + 8 * c8, g[i]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) g[i][j] = VectorElement(w, 8 * c8 + j);
+      }
+    }
+  }
+  PdlWait();
+  PdlTrigger();
   // The sum of squares as RowRmsInv (the GEMV's fused norm) takes it: chunk by chunk, in order.
   float v[kChunks][8];
   float ss = 0.0f;
@@ -64,31 +78,51 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, Weig
   for (int i = 0; i < kChunks; ++i) {
     const int64_t c8 = threadIdx.x + static_cast<int64_t>(i) * kNormThreads;
     if (c8 < n8) {
-      float g[8];
-      if (w.dtype == DType::kBF16) {
-        LoadBf16x8(static_cast<const uint16_t*>(w.data) + 8 * c8, g);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) g[j] = VectorElement(w, 8 * c8 + j);
-      }
       float r[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) r[j] = RmsNormValue(v[i][j], inv, g[j]);
+      for (int j = 0; j < 8; ++j) r[j] = RmsNormValue(v[i][j], inv, g[i][j]);
       St16(o + 8 * c8, make_uint4(PackBf16(r[0], r[1]), PackBf16(r[2], r[3]), PackBf16(r[4], r[5]),
                                   PackBf16(r[6], r[7])));
     }
   }
 }
 
-// RoPE and the optional per-head norm of one head (head_dim values at v), by one warp, in place. Lane
-// holds pairs j = lane + 32 i (i < 4) of the rotate-half layout: x[j] and x[j + half] rotate by angle =
-// float(pos) * inv_freq[j] (an f32 product, as HF computes it). With a norm, the rotated values are
+// RoPE and the optional per-head norm of one head (head_dim values), by one warp. Lane holds pairs
+// j = lane + 32 i (i < 4) of the rotate-half layout: x[j] and x[j + half] rotate by angle = float(pos) *
+// inv_freq[j] (an f32 product, as HF computes it). RopeLane holds what a lane needs besides the head's
+// values (the angles' cos and sin, the norm's weights): none of it comes from an earlier kernel, so the
+// decode kernel computes it before PdlWait.
+struct RopeLane {
+  float c[4], s[4], g_lo[4], g_hi[4];
+};
+
+__device__ __forceinline__ RopeLane RopeLanePrepare(int head_dim, float pos, const WeightView& inv_freq,
+                                                    const WeightView& norm, bool has_norm) {
+  const int lane = threadIdx.x & 31;
+  const int half = head_dim / 2;
+  RopeLane r;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = lane + 32 * i;
+    r.c[i] = r.s[i] = r.g_lo[i] = r.g_hi[i] = 0.0f;
+    if (j < half) {
+      const float angle = __fmul_rn(pos, VectorElement(inv_freq, j));
+      sincosf(angle, &r.s[i], &r.c[i]);
+      if (has_norm) {
+        r.g_lo[i] = VectorElement(norm, j);
+        r.g_hi[i] = VectorElement(norm, j + half);
+      }
+    }
+  }
+  return r;
+}
+
+// Applies RoPE and the optional norm to the head at v, in place. With a norm, the rotated values are
 // rounded to bf16 (what an unfused bf16 pipeline stores) and normalised over the head like
 // RmsNormKernel. `cache` (when not null) receives the same bf16 values: element d at cache[d] (KV store).
 template <DType C>
-__device__ __forceinline__ void RopeNormHead(uint16_t* v, int head_dim, float pos, const WeightView& inv_freq,
-                                             const WeightView& norm, bool has_norm, float eps, void* cache,
-                                             int64_t cache_index) {
+__device__ __forceinline__ void RopeNormApply(uint16_t* v, int head_dim, const RopeLane& r, bool has_norm,
+                                              float eps, void* cache, int64_t cache_index) {
   const int lane = threadIdx.x & 31;
   const int half = head_dim / 2;
   float a[4], b[4];
@@ -99,11 +133,8 @@ __device__ __forceinline__ void RopeNormHead(uint16_t* v, int head_dim, float po
     a[i] = b[i] = 0.0f;
     if (j < half) {
       const float x1 = Bf16ToF32(v[j]), x2 = Bf16ToF32(v[j + half]);
-      const float angle = __fmul_rn(pos, VectorElement(inv_freq, j));
-      float s, c;
-      sincosf(angle, &s, &c);
-      a[i] = x1 * c - x2 * s;
-      b[i] = x2 * c + x1 * s;
+      a[i] = x1 * r.c[i] - x2 * r.s[i];
+      b[i] = x2 * r.c[i] + x1 * r.s[i];
       if (has_norm) {
         a[i] = Bf16ToF32(F32ToBf16(a[i]));
         b[i] = Bf16ToF32(F32ToBf16(b[i]));
@@ -119,8 +150,8 @@ __device__ __forceinline__ void RopeNormHead(uint16_t* v, int head_dim, float po
     if (j < half) {
       uint16_t lo, hi;
       if (has_norm) {
-        lo = F32ToBf16(Bf16ToF32(F32ToBf16(a[i] * inv)) * VectorElement(norm, j));
-        hi = F32ToBf16(Bf16ToF32(F32ToBf16(b[i] * inv)) * VectorElement(norm, j + half));
+        lo = F32ToBf16(Bf16ToF32(F32ToBf16(a[i] * inv)) * r.g_lo[i]);
+        hi = F32ToBf16(Bf16ToF32(F32ToBf16(b[i] * inv)) * r.g_hi[i]);
       } else {
         lo = F32ToBf16(a[i]);
         hi = F32ToBf16(b[i]);
@@ -144,8 +175,8 @@ __global__ __launch_bounds__(128) void RopeNormKernel(MatView x, int n_heads, in
   const int64_t row = item / n_heads;
   const int h = static_cast<int>(item % n_heads);
   uint16_t* v = static_cast<uint16_t*>(x.data) + row * x.stride + static_cast<int64_t>(h) * head_dim;
-  RopeNormHead<DType::kBF16>(v, head_dim, static_cast<float>(positions[row]), inv_freq, norm, has_norm, eps,
-                             nullptr, 0);
+  const RopeLane r = RopeLanePrepare(head_dim, static_cast<float>(positions[row]), inv_freq, norm, has_norm);
+  RopeNormApply<DType::kBF16>(v, head_dim, r, has_norm, eps, nullptr, 0);
 }
 
 // The decode step's RoPE, q/k norm and KV write in one launch: one warp per (row, item), items [0, H)
@@ -156,8 +187,8 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
                                                         WeightView inv_freq, WeightView q_norm, bool has_q_norm,
                                                         WeightView k_norm, bool has_k_norm, float eps, KvView kv,
                                                         BatchView batch) {
-  PdlWait();
-  PdlTrigger();
+  // Before the wait: the position, the cache slot and the lane's RoPE constants (none from an earlier
+  // kernel); after it, the head's values from the q/k/v products.
   const int items = n_heads + 2 * kv.n_kv_heads;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
   if (item >= q.rows * items) return;  // whole warps leave together
@@ -166,8 +197,11 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
   const int pos = batch.positions[row];
   const int hd = kv.head_dim;
   if (h < n_heads) {
+    const RopeLane r = RopeLanePrepare(hd, static_cast<float>(pos), inv_freq, q_norm, has_q_norm);
+    PdlWait();
+    PdlTrigger();
     uint16_t* p = static_cast<uint16_t*>(q.data) + row * q.stride + static_cast<int64_t>(h) * hd;
-    RopeNormHead<C>(p, hd, static_cast<float>(pos), inv_freq, q_norm, has_q_norm, eps, nullptr, 0);
+    RopeNormApply<C>(p, hd, r, has_q_norm, eps, nullptr, 0);
     return;
   }
   const DevSeq seq = batch.seqs[batch.row_seq[row]];
@@ -175,10 +209,15 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
   const int hk = (h - n_heads) % kv.n_kv_heads;
   const int64_t base = ((page * kv.n_kv_heads + hk) * kv.page_size + pos % kv.page_size) * hd;
   if (h < n_heads + kv.n_kv_heads) {
+    const RopeLane r = RopeLanePrepare(hd, static_cast<float>(pos), inv_freq, k_norm, has_k_norm);
+    PdlWait();
+    PdlTrigger();
     uint16_t* p = static_cast<uint16_t*>(k.data) + row * k.stride + static_cast<int64_t>(hk) * hd;
-    RopeNormHead<C>(p, hd, static_cast<float>(pos), inv_freq, k_norm, has_k_norm, eps, kv.k, base);
+    RopeNormApply<C>(p, hd, r, has_k_norm, eps, kv.k, base);
     return;
   }
+  PdlWait();
+  PdlTrigger();
   const uint16_t* p = static_cast<const uint16_t*>(v.data) + row * v.stride + static_cast<int64_t>(hk) * hd;
   for (int d = threadIdx.x & 31; d < hd; d += 32) StoreKv<C>(kv.v, base + d, p[d]);
 }

@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <vector>
 
+#include "backends/cuda/cuda_device.cuh"
 #include "backends/cuda/cuda_internal.h"
 #include "ops/ops.h"
 
@@ -59,6 +60,75 @@ __global__ void ArgmaxRowsKernel(const char* logits, bool f32, int64_t row_bytes
     __syncthreads();
   }
   if (threadIdx.x == 0) out[blockIdx.x] = non_finite ? kNonFiniteLogits : si[0];
+}
+
+// The same with 1,024 threads and 16-byte loads, 4 in flight per thread: one block reads a 128k-entry row
+// of f32 logits (513 KB) in 8 waits on memory instead of ~125 (the scalar kernel above, kept for rows that
+// are not 16-byte aligned). Ties and non-finite values as above; the order (value, then lower index) is
+// total over finite values, so any reduction order gives the same answer.
+constexpr int kArgmaxThreads = 1024;
+constexpr int kArgmaxUnroll = 4;
+
+template <bool kF32>
+__global__ __launch_bounds__(kArgmaxThreads) void ArgmaxRowsVecKernel(const char* logits, int64_t row_bytes,
+                                                                     int n_valid, int32_t* out) {
+  constexpr int E = kF32 ? 4 : 8;  // logits per 16 bytes
+  const char* row = logits + static_cast<int64_t>(blockIdx.x) * row_bytes;
+  const uint4* rv = reinterpret_cast<const uint4*>(row);
+  const int n_vec = n_valid / E;
+  float best = -FLT_MAX;
+  int best_i = 0x7fffffff;
+  int non_finite = 0;
+  for (int base = threadIdx.x; base < n_vec; base += kArgmaxThreads * kArgmaxUnroll) {
+    uint4 w[kArgmaxUnroll];
+#pragma unroll
+    for (int u = 0; u < kArgmaxUnroll; ++u) {
+      const int i = base + u * kArgmaxThreads;
+      if (i < n_vec) w[u] = Ld16(rv + i);
+    }
+#pragma unroll
+    for (int u = 0; u < kArgmaxUnroll; ++u) {
+      const int i = base + u * kArgmaxThreads;
+      if (i >= n_vec) continue;
+      const uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+      float f[E];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if constexpr (kF32) {
+          f[k] = __uint_as_float(ws[k]);
+        } else {
+          f[2 * k] = Bf16Lo(ws[k]);
+          f[2 * k + 1] = Bf16Hi(ws[k]);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        non_finite |= !isfinite(f[e]);
+        Better(best, best_i, f[e], i * E + e);
+      }
+    }
+  }
+  for (int i = n_vec * E + threadIdx.x; i < n_valid; i += kArgmaxThreads) {  // the last n_valid % E
+    const float v = LoadLogit(row, kF32, i);
+    non_finite |= !isfinite(v);
+    Better(best, best_i, v, i);
+  }
+  non_finite = __syncthreads_or(non_finite);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    Better(best, best_i, __shfl_xor_sync(kFullMask, best, off), __shfl_xor_sync(kFullMask, best_i, off));
+  __shared__ float sv[32];
+  __shared__ int si[32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) sv[warp] = best, si[warp] = best_i;
+  __syncthreads();
+  if (warp != 0) return;
+  best = sv[lane];
+  best_i = si[lane];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    Better(best, best_i, __shfl_xor_sync(kFullMask, best, off), __shfl_xor_sync(kFullMask, best_i, off));
+  if (lane == 0) out[blockIdx.x] = non_finite ? kNonFiniteLogits : best_i;
 }
 
 // ---- top-k for sampling ----
@@ -235,8 +305,16 @@ void LaunchTopKRows(const void* logits, bool f32, int64_t rows, int64_t row_stri
 void LaunchArgmaxRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid, int32_t* out,
                       cudaStream_t stream) {
   if (rows == 0) return;
-  ArgmaxRowsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      static_cast<const char*>(logits), f32, row_stride * (f32 ? 4 : 2), n_valid, out);
+  const int64_t row_bytes = row_stride * (f32 ? 4 : 2);
+  const char* p = static_cast<const char*>(logits);
+  if (reinterpret_cast<uintptr_t>(p) % 16 == 0 && row_bytes % 16 == 0) {
+    if (f32)
+      ArgmaxRowsVecKernel<true><<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(p, row_bytes, n_valid, out);
+    else
+      ArgmaxRowsVecKernel<false><<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(p, row_bytes, n_valid, out);
+  } else {
+    ArgmaxRowsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, f32, row_bytes, n_valid, out);
+  }
   HYMT_CUDA_CHECK_LAUNCH();
 }
 

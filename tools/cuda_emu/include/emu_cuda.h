@@ -233,6 +233,7 @@ enum cudaStreamCaptureMode {
   cudaStreamCaptureModeRelaxed
 };
 constexpr unsigned cudaStreamNonBlocking = 1;
+constexpr unsigned cudaEventDefault = 0;
 constexpr unsigned cudaEventDisableTiming = 2;
 struct cudaDeviceProp {
   char name[256];
@@ -264,6 +265,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
 cudaError_t cudaGetLastError();
 const char* cudaGetErrorName(cudaError_t e);
