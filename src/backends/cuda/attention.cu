@@ -65,7 +65,7 @@ __device__ __forceinline__ uint16_t* OutRow(const AttentionArgs& a, int row, int
 
 // grid (n_kv_heads, n_decode, n_splits). GMAX >= group; heads past the group are skipped.
 template <bool kF16, int HD, int GMAX, int U>
-__global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs a) {
+__global__ __launch_bounds__(kDecodeThreads, GMAX <= 4 ? 4 : 1) void AttnDecodeKernel(AttentionArgs a) {
   constexpr int LP = HD / 8;                 // lanes per position
   constexpr int SUBS = kDecodeThreads / LP;  // positions in flight per block
   const int hk = blockIdx.x, li = blockIdx.y, split = blockIdx.z;
@@ -87,7 +87,6 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
   // online softmax then takes the U scores in one update. The trip count is the same for the whole block
   // (the shuffles need every lane); positions past the end load a valid position and are left out.
   bool valid[U];
-  int jj[U];
   uint4 kr[U], vr[U];
   // which: 0 all of the trip's positions, 1 those earlier steps wrote (below the sequence's n_past: they
   // may load before PdlWait), 2 the others (the step's own, written by the previous kernel).
@@ -98,10 +97,10 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
     for (int u = 0; u < U; ++u) {
       const int j = jb + SUBS * u + sub;
       valid[u] = j < j_end;
-      jj[u] = valid[u] ? j : j_begin;
-      load[u] = which == 0 || (which == 1) == (jj[u] < seq.n_past);
-      off[u] = load[u] ? a.batch.pages[seq.first_page + jj[u] / a.kv.page_size] * page_elems +
-                             static_cast<int64_t>(jj[u] % a.kv.page_size) * HD
+      const int jj = valid[u] ? j : j_begin;
+      load[u] = which == 0 || (which == 1) == (jj < seq.n_past);
+      off[u] = load[u] ? a.batch.pages[seq.first_page + jj / a.kv.page_size] * page_elems +
+                             static_cast<int64_t>(jj % a.kv.page_size) * HD
                        : 0;
     }
 #pragma unroll
