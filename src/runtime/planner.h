@@ -101,8 +101,10 @@ struct DeviceSpeeds {
   double cpu_bandwidth = 20e9;   // weight-read bytes/s of the CPU kernels
   double cpu_flops = 2.0e11;     // CPU matmul FLOP/s
   // What a layer (or the head) costs beyond its bytes and FLOPs: kernel launches and their tails on
-  // the GPU, thread-pool dispatch on the CPU. Dominant only for small models.
-  double gpu_part_seconds = 20e-6;
+  // the GPU, thread-pool dispatch on the CPU. Dominant only for small models. GPU: the H200's 7B decode
+  // step spends 8-11 us a layer on the small kernels and ~75 us a step between graphs
+  // (docs/BENCHMARKS.md, "Where a batch-1 step goes").
+  double gpu_part_seconds = 10e-6;
   double cpu_part_seconds = 10e-6;
 };
 

@@ -40,6 +40,13 @@ __device__ __forceinline__ void PdlTrigger() {
 #endif
 }
 
+// Asks L2 for the 128-byte line holding p (no register is written; a no-op where there is no GPU).
+__device__ __forceinline__ void PrefetchL2(const void* p) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
 // The block's dynamic shared memory (the launch's smem bytes), 16-byte aligned.
 #ifdef HYMT_CUDA_EMU
 inline uint4* DynamicSmem() {
