@@ -1408,6 +1408,42 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
   }
 }
 
+// A group of weights of two types (a _K_M file's layers with q6_k attn_v beside q4_k q and k) runs one
+// fused launch per type: bit for bit the separate products.
+TEST_F(CudaOpsTest, MixedTypeGroupEqualsItsSequence) {
+  const DType mixes[][3] = {{DType::kQ4_K, DType::kQ4_K, DType::kQ6_K},
+                            {DType::kQ6_K, DType::kQ4_K, DType::kQ6_K},
+                            {DType::kQ8_0, DType::kBF16, DType::kQ8_0}};
+  for (const auto& types : mixes) {
+    for (int64_t k : {256, 4096}) {
+      for (int64_t rows : {1, 2, 5}) {
+        const uint64_t seed = NextSeed();
+        SCOPED_TRACE(StrCat(DTypeName(types[0]), ",", DTypeName(types[1]), ",", DTypeName(types[2]), " k ", k,
+                            " rows ", rows, " seed ", seed));
+        Rng rng(seed);
+        const int64_t n[] = {96, 40, 40};
+        std::vector<Weight> w;
+        for (int i = 0; i < 3; ++i) {
+          const std::vector<uint8_t> b = RandomWeightBytes(rng, types[i], n[i], k);
+          w.push_back(ops_->PrepareWeight(HostWeight("w", types[i], n[i], k, b.data())));
+        }
+        const std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * k));
+        DevTensor dx = Input(x, rows, k, k + 8);
+        std::vector<DevTensor> fused, single;
+        for (int i = 0; i < 3; ++i) {
+          fused.push_back(NewTensor(rows, n[i]));
+          single.push_back(NewTensor(rows, n[i]));
+        }
+        const Weight* ws[] = {&w[0], &w[1], &w[2]};
+        const Tensor outs[] = {fused[0].t, fused[1].t, fused[2].t};
+        ops_->MatMulGroup(dx.t, ws, outs);
+        for (int i = 0; i < 3; ++i) ops_->MatMul(dx.t, w[static_cast<size_t>(i)], single[static_cast<size_t>(i)].t);
+        for (size_t i = 0; i < 3; ++i) EXPECT_EQ(RawUnits(*ops_, fused[i].t), RawUnits(*ops_, single[i].t)) << i;
+      }
+    }
+  }
+}
+
 // RopeNormKvWrite against RopeNorm, RopeNorm and KvWrite: the same q and k activations and caches, bit for
 // bit, for every cache type, decode rows and a prefill chunk in one batch.
 TEST_F(CudaOpsTest, RopeNormKvWriteEqualsItsSequence) {

@@ -1295,8 +1295,22 @@ class CudaOpsImpl final : public CudaOps {
               outs[i].rows == x.rows && outs[i].cols == ws[i]->rows;
       if (fused) parts.push_back({View(*ws[i], "MatMulGroup"), Mat(outs[i])});
     }
-    if (!fused || !FusedGemv(x, parts, nullptr) || (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype)))
-      return false;
+    if (!fused) return false;
+    // Weights of more than one type (a _K_M file's layers with a q6_k attn_v beside q4_k q and k): one
+    // launch per type, each fused, instead of one per weight. The norm is then not fused.
+    std::vector<std::vector<cuda::GemvPart>> runs;
+    for (const cuda::GemvPart& p : parts) {
+      auto it = std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r[0].w.dtype == p.w.dtype; });
+      if (it == runs.end()) {
+        runs.push_back({p});
+      } else {
+        it->push_back(p);
+      }
+    }
+    if (runs.size() > 1 && norm != nullptr) return false;
+    for (const std::vector<cuda::GemvPart>& r : runs)
+      if (!FusedGemv(x, r, nullptr)) return false;
+    if (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype)) return false;
     const OpScope scope(*this);
     cuda::GemvNorm nv{};
     std::vector<int64_t> words = {norm != nullptr ? kOpNormMatMulGroup : kOpMatMulGroup, Ptr(x.data), x.rows, x.cols,
@@ -1310,7 +1324,8 @@ class CudaOpsImpl final : public CudaOps {
                                  Ptr(p.out.data), p.out.stride});
     Trace(words);
     if (!Launching()) return true;
-    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr, norm != nullptr ? &nv : nullptr);
+    for (const std::vector<cuda::GemvPart>& r : runs)
+      RunGemv(r, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr, norm != nullptr ? &nv : nullptr);
     return true;
   }
 
