@@ -1307,7 +1307,8 @@ class CudaOpsImpl final : public CudaOps {
         it->push_back(p);
       }
     }
-    if (runs.size() > 1 && norm != nullptr) return false;
+    static const bool split_types = !cuda::EnvEquals("HYMT_GEMV_MIXED_GROUPS", "0");  // 0: one launch a weight
+    if (runs.size() > 1 && (norm != nullptr || !split_types)) return false;
     for (const std::vector<cuda::GemvPart>& r : runs)
       if (!FusedGemv(x, r, nullptr)) return false;
     if (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype)) return false;
