@@ -282,8 +282,9 @@ struct HtmlTag {
 };
 
 // Tokenizes the tag at s[lt] == '<' followed by a letter (or "</" and a letter), as HTML's tokenizer
-// does: quoted values may hold '>'.
-HtmlTag ParseTag(std::string_view s, size_t lt) {
+// does: quoted values may hold '>'. Without keep_attributes only the end, name and kind are filled in
+// (finding where a tag ends allocates nothing per attribute).
+HtmlTag ParseTag(std::string_view s, size_t lt, bool keep_attributes = true) {
   HtmlTag tag;
   size_t p = lt + 1;
   if (s[p] == '/') {
@@ -309,7 +310,7 @@ HtmlTag ParseTag(std::string_view s, size_t lt) {
     HtmlAttribute attr;
     size_t attr_begin = p++;  // a first '=' belongs to the name
     while (p < s.size() && !IsAsciiSpace(s[p]) && s[p] != '/' && s[p] != '>' && s[p] != '=') ++p;
-    attr.name = LowerAscii(s.substr(attr_begin, p - attr_begin));
+    if (keep_attributes) attr.name = LowerAscii(s.substr(attr_begin, p - attr_begin));
     size_t after_name = p;
     while (p < s.size() && IsAsciiSpace(s[p])) ++p;
     if (p < s.size() && s[p] == '=') {
@@ -333,7 +334,7 @@ HtmlTag ParseTag(std::string_view s, size_t lt) {
     } else {
       p = after_name;
     }
-    tag.attributes.push_back(std::move(attr));
+    if (keep_attributes) tag.attributes.push_back(std::move(attr));
   }
 }
 
@@ -414,9 +415,9 @@ class HtmlSplitter {
     if (lt + 1 >= s_.size()) return 0;
     char next = s_[lt + 1];
     if (next == '!' || next == '?') return until(">", lt + 2);  // doctype, bogus comment
-    if (IsAsciiAlpha(next)) return ParseTag(s_, lt).end;
+    if (IsAsciiAlpha(next)) return ParseTag(s_, lt, /*keep_attributes=*/false).end;
     if (next == '/') {
-      if (lt + 2 < s_.size() && IsAsciiAlpha(s_[lt + 2])) return ParseTag(s_, lt).end;
+      if (lt + 2 < s_.size() && IsAsciiAlpha(s_[lt + 2])) return ParseTag(s_, lt, /*keep_attributes=*/false).end;
       return until(">", lt + 2);  // "</>" and bogus end tags are dropped by browsers
     }
     return 0;

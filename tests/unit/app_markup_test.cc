@@ -3,6 +3,7 @@
 // translated; hostile inputs stay linear.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <random>
@@ -302,7 +303,9 @@ TEST(Markup, RandomDocumentsRoundTrip) {
 }
 
 // Hostile inputs take linear time: 8 times the input takes about 8 times as long (a quadratic scan
-// would take 64 times), whatever the build (sanitizers slow everything alike).
+// would take 64 times), whatever the build (sanitizers slow everything alike). Each size is timed as
+// the best of three runs, so a busy machine (another test binary, a page fault storm on the first
+// touch of the bigger input) cannot make a linear scan look quadratic.
 TEST(Markup, HostileInputsStayLinear) {
   const std::vector<std::string> units = {
       "<",    "<a", "<!--", "</",   "<a b=\"", "<script>", "<script></", "[a](", "[",           "`",
@@ -313,11 +316,14 @@ TEST(Markup, HostileInputsStayLinear) {
     return s;
   };
   auto seconds = [](const Splitter& split, const std::string& doc) {
-    auto start = std::chrono::steady_clock::now();
-    auto pieces = split(doc);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_EQ(Concat(pieces).size(), doc.size());
-    return s;
+    double best = 1e30;
+    for (int run = 0; run < 3; ++run) {
+      auto start = std::chrono::steady_clock::now();
+      auto pieces = split(doc);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      EXPECT_EQ(Concat(pieces).size(), doc.size());
+    }
+    return best;
   };
   for (const auto& unit : units) {
     std::string small = repeat(unit, 1 << 17), big = repeat(unit, 1 << 20);
