@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <tuple>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "core/logging.h"
 #include "core/status.h"
@@ -19,8 +19,8 @@ namespace {
 // llama.cpp's llama_ftype values for general.file_type.
 uint32_t FileType(std::string_view recipe) {
   static const std::map<std::string, uint32_t, std::less<>> kTypes = {
-      {"f32", 0}, {"f16", 1}, {"q4_0", 2}, {"q4_1", 3}, {"q8_0", 7}, {"q5_0", 8}, {"q5_1", 9},
-      {"q4_k_m", 15}, {"q5_k_m", 17}, {"q6_k", 18}, {"bf16", 32},
+      {"f32", 0},  {"f16", 1},     {"q4_0", 2},    {"q4_1", 3},  {"q8_0", 7},  {"q5_0", 8},
+      {"q5_1", 9}, {"q4_k_m", 15}, {"q5_k_m", 17}, {"q6_k", 18}, {"bf16", 32},
   };
   auto it = kTypes.find(recipe);
   return it == kTypes.end() ? 0 : it->second;
@@ -89,8 +89,8 @@ void AddTokenizer(const LoadedModel& m, GgufMetadata& md) {
 
 void ExportGguf(const LoadedModel& m, const std::string& recipe, const std::string& path) {
   if (!IsKnownRecipe(recipe))
-    Fail(ErrorCode::kInvalidArgument, "unknown type '", recipe, "'; use f32, f16, bf16, q8_0, q6_k, q5_k_m, q4_k_m, ",
-         "q5_0, q5_1, q4_0 or q4_1");
+    Fail(ErrorCode::kInvalidArgument, "unknown type '", recipe,
+         "'; use f32, f16, bf16, q8_0, q6_k, q5_k_m, q4_k_m, ", "q5_0, q5_1, q4_0 or q4_1");
   const ModelConfig& c = m.config;
   GgufWriter w;
   GgufMetadata& md = w.metadata();
@@ -100,7 +100,8 @@ void ExportGguf(const LoadedModel& m, const std::string& recipe, const std::stri
   md.Set("general.file_type", GgufValue::U32(FileType(recipe)));
   md.Set("general.quantization_version", GgufValue::U32(2));
   if (!m.description.empty()) md.Set("general.description", GgufValue::String(m.description));
-  md.Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(c.max_positions > 0 ? c.max_positions : 32768)));
+  md.Set(a + "context_length",
+         GgufValue::U32(static_cast<uint32_t>(c.max_positions > 0 ? c.max_positions : 32768)));
   md.Set(a + "embedding_length", GgufValue::U32(static_cast<uint32_t>(c.hidden)));
   md.Set(a + "block_count", GgufValue::U32(static_cast<uint32_t>(c.n_layers)));
   md.Set(a + "feed_forward_length", GgufValue::U32(static_cast<uint32_t>(c.ffn)));
@@ -121,6 +122,7 @@ void ExportGguf(const LoadedModel& m, const std::string& recipe, const std::stri
   int64_t total_rows = 0;
   ForEachTensorSpec(c, [&](const TensorSpec& s) { total_rows += s.rows; });
   auto done_rows = std::make_shared<int64_t>(0);
+  auto shown = std::make_shared<int>(-1);  // the percentage on screen: printed again only when it changes
   ModelWeights& weights = m.model->mutable_weights();
   ForEachTensor(c, weights, [&](const TensorSpec& s, Weight& src) {
     DType type = DType::kF32;
@@ -129,24 +131,28 @@ void ExportGguf(const LoadedModel& m, const std::string& recipe, const std::stri
       std::string role = (s.role == "token_embd" && c.tied_output) ? "output" : s.role;
       type = MixedTypeFor(recipe, role, s.layer, c.n_layers, s.cols);
     }
-    std::vector<int64_t> shape = s.is_norm ? std::vector<int64_t>{s.cols} : std::vector<int64_t>{s.rows, s.cols};
+    std::vector<int64_t> shape =
+        s.is_norm ? std::vector<int64_t>{s.cols} : std::vector<int64_t>{s.rows, s.cols};
     Weight in = src;
     const int64_t rows = s.rows, cols = s.cols;
-    w.AddTensor(s.gguf_name, type, shape, [in, type, rows, cols, total_rows, done_rows](uint8_t* dst, size_t) {
-      const size_t in_row = DTypeBytes(in.dtype, cols), out_row = DTypeBytes(type, cols);
-      const uint8_t* base = static_cast<const uint8_t*>(in.data);
-      DefaultThreadPool().ParallelFor(rows, 8, [&](int64_t r0, int64_t r1) {
-        std::vector<float> row(static_cast<size_t>(cols));
-        for (int64_t r = r0; r < r1; ++r) {
-          DequantizeRow(in.dtype, base + in_row * r, row.data(), cols);
-          if (in.scale != 1.0f)
-            for (float& v : row) v *= in.scale;
-          QuantizeRow(type, row.data(), dst + out_row * r, cols);
-        }
-      });
-      *done_rows += rows;
-      std::fprintf(stderr, "\rquantising: %3d%%", static_cast<int>(100 * *done_rows / std::max<int64_t>(1, total_rows)));
-    });
+    w.AddTensor(s.gguf_name, type, shape,
+                [in, type, rows, cols, total_rows, done_rows, shown](uint8_t* dst, size_t) {
+                  const size_t in_row = DTypeBytes(in.dtype, cols), out_row = DTypeBytes(type, cols);
+                  const uint8_t* base = static_cast<const uint8_t*>(in.data);
+                  DefaultThreadPool().ParallelFor(rows, 8, [&](int64_t r0, int64_t r1) {
+                    std::vector<float> row(static_cast<size_t>(cols));
+                    for (int64_t r = r0; r < r1; ++r) {
+                      DequantizeRow(in.dtype, base + in_row * r, row.data(), cols);
+                      if (in.scale != 1.0f)
+                        for (float& v : row) v *= in.scale;
+                      QuantizeRow(type, row.data(), dst + out_row * r, cols);
+                    }
+                  });
+                  *done_rows += rows;
+                  const int percent = static_cast<int>(100 * *done_rows / std::max<int64_t>(1, total_rows));
+                  if (percent != *shown) std::fprintf(stderr, "\rquantising: %3d%%", percent);
+                  *shown = percent;
+                });
   });
   w.Write(path);
   std::fprintf(stderr, "\n");
