@@ -83,7 +83,8 @@ void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
 // block takes 2 weight loads + kT broadcasts per 2 kT vpdpbusd instead of 1 + kT per kT. On a Zen 5
 // host (two 512-bit vpdpbusd a cycle) the 64-token GEMM at the 7B shapes went from 45-52% to 57-70%
 // of the vpdpbusd peak with 6-token tiles (7 and 8 were slower: the sums no longer fit the registers).
-// The same for q4_k measured no faster (its scale work bounds it), so only q8_0 pairs groups.
+// q6_k pairs the same way (Q6KGroup2: about 40% -> 45-52%); for q4_k it measured no faster, so q4_k
+// keeps one group per pass.
 template <int kT>
 void Q8_0Group2(const uint8_t* g0, const uint8_t* g1, const Q8ActRow* x, int64_t nb, __m512* acc0,
                 __m512* acc1) {
@@ -219,6 +220,61 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   }
 }
 
+// Q6KGroup for two groups (32 rows) at once, sharing each activation broadcast (as Q8_0Group2).
+template <int kT>
+void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t nb, __m512* acc0,
+               __m512* acc1) {
+  constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
+  const __m512i nibble = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
+  auto expand = [&](const uint8_t* q, __m512i* u) {
+    const __m512i l0 = Load512(q), l1 = Load512(q + 64), h = Load512(q + 128);
+    u[0] = _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea);
+    u[1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble,
+                                     _mm512_and_si512(_mm512_slli_epi16(h, 2), high2), 0xea);
+    u[2] = _mm512_ternarylogic_epi32(l1, nibble, _mm512_and_si512(h, high2), 0xea);
+    u[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble,
+                                     _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea);
+  };
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p0 = g0 + b * kBlock + 32;
+    const uint8_t* p1 = g1 + b * kBlock + 32;
+    const __m512 d0 = LoadF16x16(g0 + b * kBlock), d1 = LoadF16x16(g1 + b * kBlock);
+    __m512 f0[kT], f1[kT];
+    for (int t = 0; t < kT; ++t) f0[t] = f1[t] = _mm512_setzero_ps();
+    for (int p = 0; p < 8; ++p) {
+      const __m512i sp0 = Load256AsI16(p0 + 416 * p), sp1 = Load256AsI16(p1 + 416 * p);
+      for (int e = 0; e < 2; ++e) {
+        const __m512 fs0 =
+            _mm512_mul_ps(d0, _mm512_cvtepi32_ps(e == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(sp0, 16), 16)
+                                                        : _mm512_srai_epi32(sp0, 16)));
+        const __m512 fs1 =
+            _mm512_mul_ps(d1, _mm512_cvtepi32_ps(e == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(sp1, 16), 16)
+                                                        : _mm512_srai_epi32(sp1, 16)));
+        const int j = 2 * p + e;
+        __m512i u0[4], u1[4];
+        expand(p0 + 416 * p + 32 + 192 * e, u0);
+        expand(p1 + 416 * p + 32 + 192 * e, u1);
+        for (int t = 0; t < kT; ++t) {
+          const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+          __m512i i0 = _mm512_set1_epi32(x[t].off16[16 * b + j]), i1 = i0;
+          for (int c = 0; c < 4; ++c) {
+            const __m512i xb = Bcast32(xs + 4 * c);
+            i0 = _mm512_dpbusd_epi32(i0, u0[c], xb);
+            i1 = _mm512_dpbusd_epi32(i1, u1[c], xb);
+          }
+          f0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), fs0, f0[t]);
+          f1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), fs1, f1[t]);
+        }
+      }
+    }
+    for (int t = 0; t < kT; ++t) {
+      const __m512 dx = _mm512_set1_ps(x[t].blocks[b].d);
+      acc0[t] = _mm512_fmadd_ps(f0[t], dx, acc0[t]);
+      acc1[t] = _mm512_fmadd_ps(f1[t], dx, acc1[t]);
+    }
+  }
+}
+
 // One group of 16 rows against tokens [t0, t0 + kT): out rows of those tokens, columns [n0, n0 + valid).
 template <int kT>
 void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t xq_row_bytes, int64_t t0,
@@ -244,15 +300,21 @@ void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t 
 }
 
 constexpr int kPairTokenTile = 6;
-// Two groups (rows n0 .. n0 + 31, all valid) of a q8_0 weight against tokens [t0, t0 + kT).
+// Two groups (rows n0 .. n0 + 31, all valid) of a q8_0 or q6_k weight against tokens [t0, t0 + kT).
 template <int kT>
 void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const uint8_t* xq,
               size_t xq_row_bytes, int64_t t0, int64_t n0) {
   __m512 acc0[kT], acc1[kT];
   for (int t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
-  Q8ActRow x[kT];
-  for (int t = 0; t < kT; ++t) x[t] = ViewQ8ActRow(xq + (t0 + t) * xq_row_bytes, a.k);
-  Q8_0Group2<kT>(g0, g1, x, a.k / 32, acc0, acc1);
+  if (a.w_dtype == DType::kQ8_0) {
+    Q8ActRow x[kT];
+    for (int t = 0; t < kT; ++t) x[t] = ViewQ8ActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    Q8_0Group2<kT>(g0, g1, x, a.k / 32, acc0, acc1);
+  } else {
+    Q8KActRow x[kT];
+    for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    Q6KGroup2<kT>(g0, g1, x, a.k / 256, acc0, acc1);
+  }
   const __m512 scale = _mm512_set1_ps(a.scale);
   for (int t = 0; t < kT; ++t) {
     float* out = a.out + (t0 + t) * a.out_stride + n0;
@@ -283,7 +345,8 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
   const size_t group_bytes = PackedGroupBytes(a.w_dtype, a.k);
   const auto* x = static_cast<const uint8_t*>(xq);
   int64_t n_pairs_end = n_begin;
-  if (a.w_dtype == DType::kQ8_0 && a.n_tokens > 1) {  // one token (decode) is bound by memory either way
+  const bool pairs = a.w_dtype == DType::kQ8_0 || a.w_dtype == DType::kQ6_K;
+  if (pairs && a.n_tokens > 1) {  // one token (decode) is bound by memory either way
     for (; n_pairs_end + 2 * kPackRows <= n_end; n_pairs_end += 2 * kPackRows) {
       const uint8_t* g0 = a.w + static_cast<size_t>(n_pairs_end / kPackRows) * group_bytes;
       for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPairTokenTile) {
