@@ -20,5 +20,5 @@ done
 for m in "$SHAPE-bf16" "$SHAPE-q8_0.gguf" "$SHAPE-q4_k_m.gguf"; do
   echo "== $m"
   "$HYMT" bench --model "$DIR/$m" --device cpu --prompt 16 --gen 16 --batches 1 \
-    --prefill-seqs "${BENCH_PREFILL_SEQS:-4}" --prefill-len 64 --json "$DIR/$m.bench.json"
+    --prefill-seqs "${BENCH_PREFILL_SEQS:-64}" --prefill-len 64 --json "$DIR/$m.bench.json"
 done
