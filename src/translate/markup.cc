@@ -282,9 +282,8 @@ struct HtmlTag {
 };
 
 // Tokenizes the tag at s[lt] == '<' followed by a letter (or "</" and a letter), as HTML's tokenizer
-// does: quoted values may hold '>'. Without keep_attributes only the end, name and kind are filled in
-// (finding where a tag ends allocates nothing per attribute).
-HtmlTag ParseTag(std::string_view s, size_t lt, bool keep_attributes = true) {
+// does: quoted values may hold '>'.
+HtmlTag ParseTag(std::string_view s, size_t lt) {
   HtmlTag tag;
   size_t p = lt + 1;
   if (s[p] == '/') {
@@ -310,7 +309,7 @@ HtmlTag ParseTag(std::string_view s, size_t lt, bool keep_attributes = true) {
     HtmlAttribute attr;
     size_t attr_begin = p++;  // a first '=' belongs to the name
     while (p < s.size() && !IsAsciiSpace(s[p]) && s[p] != '/' && s[p] != '>' && s[p] != '=') ++p;
-    if (keep_attributes) attr.name = LowerAscii(s.substr(attr_begin, p - attr_begin));
+    attr.name = LowerAscii(s.substr(attr_begin, p - attr_begin));
     size_t after_name = p;
     while (p < s.size() && IsAsciiSpace(s[p])) ++p;
     if (p < s.size() && s[p] == '=') {
@@ -334,7 +333,7 @@ HtmlTag ParseTag(std::string_view s, size_t lt, bool keep_attributes = true) {
     } else {
       p = after_name;
     }
-    if (keep_attributes) tag.attributes.push_back(std::move(attr));
+    tag.attributes.push_back(std::move(attr));
   }
 }
 
@@ -391,21 +390,34 @@ class HtmlSplitter {
     while (pos < s_.size()) {
       size_t lt = s_.find('<', pos);
       if (lt == npos) break;
-      size_t end = MarkupEnd(lt);
+      if (IsTagStart(lt)) {  // each tag is tokenized once, attributes and all
+        HtmlTag tag = ParseTag(s_, lt);
+        EmitText(s_.substr(text_start, lt - text_start));
+        pos = text_start = HandleTag(lt, tag);
+        continue;
+      }
+      size_t end = OtherMarkupEnd(lt);
       if (end == 0) {  // a '<' that starts nothing is text
         pos = lt + 1;
         continue;
       }
       EmitText(s_.substr(text_start, lt - text_start));
-      pos = text_start = HandleMarkup(lt, end);
+      out_.Keep(s_.substr(lt, end - lt));
+      pos = text_start = end;
     }
     EmitText(s_.substr(text_start));
     return out_.Take();
   }
 
  private:
-  // End of the comment, declaration or tag at s_[lt] == '<', or 0 when it is a plain '<'.
-  size_t MarkupEnd(size_t lt) const {
+  // Whether s_[lt] == '<' starts a start or end tag: a letter, or '/' and a letter.
+  bool IsTagStart(size_t lt) const {
+    return lt + 1 < s_.size() && (IsAsciiAlpha(s_[lt + 1]) ||
+                                  (s_[lt + 1] == '/' && lt + 2 < s_.size() && IsAsciiAlpha(s_[lt + 2])));
+  }
+
+  // End of the comment or declaration at s_[lt] == '<' (not a tag), or 0 when it is a plain '<'.
+  size_t OtherMarkupEnd(size_t lt) const {
     auto until = [&](std::string_view close, size_t from) {
       size_t at = s_.find(close, from);
       return at == npos ? s_.size() : at + close.size();
@@ -415,11 +427,7 @@ class HtmlSplitter {
     if (lt + 1 >= s_.size()) return 0;
     char next = s_[lt + 1];
     if (next == '!' || next == '?') return until(">", lt + 2);  // doctype, bogus comment
-    if (IsAsciiAlpha(next)) return ParseTag(s_, lt, /*keep_attributes=*/false).end;
-    if (next == '/') {
-      if (lt + 2 < s_.size() && IsAsciiAlpha(s_[lt + 2])) return ParseTag(s_, lt, /*keep_attributes=*/false).end;
-      return until(">", lt + 2);  // "</>" and bogus end tags are dropped by browsers
-    }
+    if (next == '/') return until(">", lt + 2);  // "</>" and bogus end tags are dropped by browsers
     return 0;
   }
 
@@ -431,17 +439,10 @@ class HtmlSplitter {
     }
   }
 
-  // Emits the markup [lt, end) and, after a raw-text start tag, the raw text; returns where text
-  // resumes.
-  size_t HandleMarkup(size_t lt, size_t end) {
-    bool is_tag =
-        lt + 1 < s_.size() &&
-        (IsAsciiAlpha(s_[lt + 1]) || (s_[lt + 1] == '/' && lt + 2 < s_.size() && IsAsciiAlpha(s_[lt + 2])));
-    if (!is_tag) {
-      out_.Keep(s_.substr(lt, end - lt));
-      return end;
-    }
-    HtmlTag tag = ParseTag(s_, lt);
+  // Emits the tag at s_[lt] (parsed as `tag`) and, after a raw-text start tag, the raw text; returns
+  // where text resumes.
+  size_t HandleTag(size_t lt, const HtmlTag& tag) {
+    const size_t end = tag.end;
     if (tag.end_tag) {
       out_.Keep(s_.substr(lt, end - lt));
       if (skip_depth_ > 0 && tag.name == skip_name_ && --skip_depth_ == 0) skip_name_.clear();

@@ -180,10 +180,28 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   }
 }
 
+// The 6-bit codes of one packed q6_k sub-block (16 rows x 16 inputs at q: ql[2][16][4], qh[16][4]) as
+// four registers of 4 inputs x 16 rows (packed.h).
+inline void ExpandQ6KSubBlock(const uint8_t* q, __m512i* u) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
+  const __m512i l0 = Load512(q), l1 = Load512(q + 64), h = Load512(q + 128);
+  u[0] = _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea);
+  u[1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble,
+                                   _mm512_and_si512(_mm512_slli_epi16(h, 2), high2), 0xea);
+  u[2] = _mm512_ternarylogic_epi32(l1, nibble, _mm512_and_si512(h, high2), 0xea);
+  u[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble,
+                                   _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea);
+}
+// d x the scale of sub-block e (0 or 1) of a pair, from the pair's scales widened to int16 (sc_pair).
+inline __m512 Q6KSubScale(__m512 d, __m512i sc_pair, int e) {
+  const __m512i sc =
+      e == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16) : _mm512_srai_epi32(sc_pair, 16);
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+}
+
 template <int kT>
 void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
-  const __m512i nibble = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
     const uint8_t* pairs = blk + 32;  // per pair of sub-blocks (416 bytes): scales, then 2 x (ql, qh)
@@ -192,21 +210,11 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int p = 0; p < 8; ++p) {
       const __m512i sc_pair = Load256AsI16(pairs + 416 * p);
-      const __m512 fs[2] = {
-          _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16))),
-          _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(sc_pair, 16)))};
+      const __m512 fs[2] = {Q6KSubScale(d, sc_pair, 0), Q6KSubScale(d, sc_pair, 1)};
       for (int e = 0; e < 2; ++e) {
         const int j = 2 * p + e;  // inputs 16 j .. 16 j + 15
-        const uint8_t* q = pairs + 416 * p + 32 + 192 * e;
-        const __m512i l0 = Load512(q), l1 = Load512(q + 64), h = Load512(q + 128);
-        const __m512i u[4] = {
-            _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea),
-            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble,
-                                      _mm512_and_si512(_mm512_slli_epi16(h, 2), high2), 0xea),
-            _mm512_ternarylogic_epi32(l1, nibble, _mm512_and_si512(h, high2), 0xea),
-            _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble,
-                                      _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea),
-        };
+        __m512i u[4];
+        ExpandQ6KSubBlock(pairs + 416 * p + 32 + 192 * e, u);
         for (int t = 0; t < kT; ++t) {
           // Starting at -32 x (sum of the sub-block's x) folds the codes' offset 32 into the sum.
           const int8_t* xs = x[t].blocks[b].qs + 16 * j;
@@ -225,16 +233,6 @@ template <int kT>
 void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t nb, __m512* acc0,
                __m512* acc1) {
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
-  const __m512i nibble = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
-  auto expand = [&](const uint8_t* q, __m512i* u) {
-    const __m512i l0 = Load512(q), l1 = Load512(q + 64), h = Load512(q + 128);
-    u[0] = _mm512_ternarylogic_epi32(l0, nibble, _mm512_and_si512(_mm512_slli_epi16(h, 4), high2), 0xea);
-    u[1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), nibble,
-                                     _mm512_and_si512(_mm512_slli_epi16(h, 2), high2), 0xea);
-    u[2] = _mm512_ternarylogic_epi32(l1, nibble, _mm512_and_si512(h, high2), 0xea);
-    u[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), nibble,
-                                     _mm512_and_si512(_mm512_srli_epi16(h, 2), high2), 0xea);
-  };
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p0 = g0 + b * kBlock + 32;
     const uint8_t* p1 = g1 + b * kBlock + 32;
@@ -244,16 +242,11 @@ void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t
     for (int p = 0; p < 8; ++p) {
       const __m512i sp0 = Load256AsI16(p0 + 416 * p), sp1 = Load256AsI16(p1 + 416 * p);
       for (int e = 0; e < 2; ++e) {
-        const __m512 fs0 =
-            _mm512_mul_ps(d0, _mm512_cvtepi32_ps(e == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(sp0, 16), 16)
-                                                        : _mm512_srai_epi32(sp0, 16)));
-        const __m512 fs1 =
-            _mm512_mul_ps(d1, _mm512_cvtepi32_ps(e == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(sp1, 16), 16)
-                                                        : _mm512_srai_epi32(sp1, 16)));
+        const __m512 fs0 = Q6KSubScale(d0, sp0, e), fs1 = Q6KSubScale(d1, sp1, e);
         const int j = 2 * p + e;
         __m512i u0[4], u1[4];
-        expand(p0 + 416 * p + 32 + 192 * e, u0);
-        expand(p1 + 416 * p + 32 + 192 * e, u1);
+        ExpandQ6KSubBlock(p0 + 416 * p + 32 + 192 * e, u0);
+        ExpandQ6KSubBlock(p1 + 416 * p + 32 + 192 * e, u1);
         for (int t = 0; t < kT; ++t) {
           const int8_t* xs = x[t].blocks[b].qs + 16 * j;
           __m512i i0 = _mm512_set1_epi32(x[t].off16[16 * b + j]), i1 = i0;
