@@ -19,8 +19,11 @@
 //     and rsqrtf: (2u + 2u^2 + (K + 16) u32) |ref|.
 //   - Embed: one bf16 rounding of a value the device may compute with one FMA less rounding than the
 //     host: (u + 4 u32) |ref|.
-//   - RopeNorm: rotation rounded to bf16, the norm's inverse computed from rounded values (relative
-//     error <= u), two roundings: 4u |ref| plus the f32 error of the rotation (a few u32 max|x|).
+//   - RopeNorm and SwiGlu compute as HF's bf16 forward does, op by op (bf16 cos and sin, each product
+//     and sum rounded; silu rounded before the product): the tests build that on the host and allow
+//     nothing where the host and the device must round identically, one bf16 ulp of a factor where an
+//     f32 value lies so near a bf16 tie that the device's and the host's cos/sin/exp may round apart,
+//     and for the q/k norm 4.5u |ref| as RMSNorm.
 //   - attention: the f32 score error e <= HD u32 scale max_j sum_d |q_d k_jd| (plus exp2's 2 ulp) moves
 //     the output by at most 2 e max|v| (softmax weights change by a factor within e^±e); plus u |ref|.
 //     The tensor-core prefill kernel accumulates scores on tensor cores (4e, as for the GEMMs) and
@@ -853,37 +856,50 @@ TEST_F(CudaOpsTest, RopeNorm) {
       const Weight inv_w =
           ops_->PrepareWeight(HostWeight("inv_freq", DType::kF32, 1, c.head_dim / 2, inv.data()));
       const Weight norm_w = ops_->PrepareWeight(HostWeight("q_norm", DType::kBF16, 1, c.head_dim, nb.data()));
-      const Weight inv_ref = HostWeight("inv_freq", DType::kF32, 1, c.head_dim / 2, inv.data());
-      const Weight norm_ref = HostWeight("q_norm", DType::kF32, 1, c.head_dim, nf.data());
 
       std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * cols), 2.0f);
-      std::vector<float> want = x;
-      ref_->BeginStep(batch);
-      ref_->RopeNorm(HostTensor(want, rows, cols), c.n_heads, c.head_dim, inv_ref,
-                     with_norm ? &norm_ref : nullptr, 1e-5f);
-      // Tolerance per element: 4u |ref| with the norm (u without), plus the f32 error of the rotation (a
-      // few u32 max|x|, which matters where the rotated value nearly cancels), scaled like the output by
-      // the head's inverse norm and the norm weight.
-      std::vector<float> tol(want.size());
+      // The expected values: HF's bf16 forward op by op (cos and sin of the f32 angle rounded to bf16, each
+      // product and the sum rounded), then the norm in double. Where the device's sincosf (2 ulp) and the
+      // host's cos/sin could round to different bf16 values (the f32 value within 4 ulp of a bf16 tie),
+      // that factor may be one bf16 ulp (<= 2u of it) apart, so the products that use it move by up to
+      // 2u |x c| (or |x s|), their rounding by one more ulp of the product (2u |x c|), and the rounding of
+      // the sum by one ulp of the result (2u |ref|). Elsewhere the rotation is exact (the same roundings of
+      // exact f32 products and sums); the norm adds its two roundings and its f32 sum (4.5u |ref|, as
+      // RmsNorm).
+      auto near_tie = [](float v) { return RoundBf16(v * (1 + 4 * kU32)) != RoundBf16(v * (1 - 4 * kU32)); };
+      std::vector<float> want(x.size()), tol(x.size());
       const int half = c.head_dim / 2;
       for (int64_t r = 0; r < rows; ++r)
         for (int h = 0; h < c.n_heads; ++h) {
           const float* xh = x.data() + r * cols + h * c.head_dim;
+          std::vector<float> rot(c.head_dim), slack(c.head_dim);
           double ss = 0;
-          float mx_in = 0;
           for (int j = 0; j < half; ++j) {
             const float angle = static_cast<float>(batch.positions[r]) * inv[j];
-            const double co = std::cos(static_cast<double>(angle)), si = std::sin(static_cast<double>(angle));
-            const double r1 = xh[j] * co - xh[j + half] * si, r2 = xh[j + half] * co + xh[j] * si;
-            ss += r1 * r1 + r2 * r2;
-            mx_in = std::max({mx_in, std::fabs(xh[j]), std::fabs(xh[j + half])});
+            const float co = static_cast<float>(std::cos(static_cast<double>(angle)));
+            const float si = static_cast<float>(std::sin(static_cast<double>(angle)));
+            const float cb = RoundBf16(co), sb = RoundBf16(si);
+            const float x1 = xh[j], x2 = xh[j + half];
+            rot[j] = RoundBf16(RoundBf16(x1 * cb) - RoundBf16(x2 * sb));
+            rot[j + half] = RoundBf16(RoundBf16(x2 * cb) + RoundBf16(x1 * sb));
+            const float flip = (near_tie(co) ? 4 * kU * std::fabs(cb) : 0.0f) +
+                               (near_tie(si) ? 4 * kU * std::fabs(sb) : 0.0f);
+            const float moved = flip * (std::fabs(x1) + std::fabs(x2)) * (1 + 2 * kU);
+            slack[j] = moved > 0 ? moved + 2 * kU * (std::fabs(rot[j]) + moved) : 0.0f;
+            slack[j + half] = moved > 0 ? moved + 2 * kU * (std::fabs(rot[j + half]) + moved) : 0.0f;
+            ss += static_cast<double>(rot[j]) * rot[j] + static_cast<double>(rot[j + half]) * rot[j + half];
           }
           const double inv_norm = with_norm ? 1.0 / std::sqrt(ss / c.head_dim + 1e-5) : 1.0;
           for (int d = 0; d < c.head_dim; ++d) {
             const size_t i = static_cast<size_t>(r * cols + h * c.head_dim + d);
-            const float wd = with_norm ? std::fabs(nf[d]) : 1.0f;
-            tol[i] = (with_norm ? 4.5f * kU : kU) * std::fabs(want[i]) +
-                     16 * kU32 * mx_in * static_cast<float>(inv_norm) * wd;
+            if (with_norm) {
+              want[i] = RoundBf16(RoundBf16(static_cast<float>(rot[d] * inv_norm)) * nf[d]);
+              tol[i] = 4.5f * kU * std::fabs(want[i]) +
+                       slack[d] * static_cast<float>(inv_norm) * std::fabs(nf[d]) * (1 + 4 * kU);
+            } else {
+              want[i] = rot[d];
+              tol[i] = slack[d];
+            }
           }
         }
       DevTensor dx = Input(x, rows, cols, cols + 8);
@@ -1182,13 +1198,19 @@ TEST_F(CudaOpsTest, SwiGluAndAdd) {
       Rng rng(seed);
       const size_t n = static_cast<size_t>(rows * cols);
       std::vector<float> g = RandomBf16(rng, n, 4.0f), u = RandomBf16(rng, n, 2.0f);
-      std::vector<float> sw(n), gc = g, uc = u;
-      ref_->SwiGlu(HostTensor(gc, rows, cols), HostTensor(uc, rows, cols), HostTensor(sw, rows, cols));
+      // bf16(bf16(silu(g)) * u), silu in f32 as the device computes it. The host's expf and the device's
+      // (2 ulp) may differ by a few ulp: where silu(g) lies within 16 f32 ulp of a bf16 tie its rounding
+      // may differ by one bf16 ulp (2u), and the product's rounding with it; elsewhere the bits agree.
+      std::vector<float> sw(n), tol(n);
+      for (size_t i = 0; i < n; ++i) {
+        const float si = g[i] / (1.0f + std::exp(-g[i]));
+        sw[i] = RoundBf16(RoundBf16(si) * u[i]);
+        const bool near_tie = RoundBf16(si * (1 + 16 * kU32)) != RoundBf16(si * (1 - 16 * kU32));
+        tol[i] = near_tie ? 4 * kU * std::fabs(sw[i]) + 1e-30f : 0.0f;
+      }
       DevTensor dg = Input(g, rows, cols, cols + 3), du = Input(u, rows, cols, cols + 8);
       DevTensor out = NewTensor(rows, cols, DType::kBF16, cols + 1);
       ops_->SwiGlu(dg.t, du.t, out.t);
-      // f32 math (exp to 2 ulp, a division) then one bf16 rounding.
-      const std::vector<float> tol = RelTol(sw, kU + 8 * kU32, 1e-30f);
       EXPECT_TRUE(Close(Download(out.t), sw, tol));
       EXPECT_TRUE(PaddingIntact(out.t));
       ops_->SwiGlu(dg.t, du.t, dg.t);  // out aliasing gate

@@ -7,6 +7,8 @@
 #       fixtures,gpu,build,tune,lab,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
 #       (default: all but build, profile and budgets; build is the gpu stage's build without the tests,
 #       for a call that only measures: build,lab,random,ab)
+#   HB_FORMATS: the quantised files hymtbench runs besides bf16 (default "q4_k_m q8_0"; empty: bf16 alone,
+#   and nothing is quantised unless ab runs); HB_BATCHES its batch sizes (default 1,256).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/hymt-out}
@@ -86,7 +88,7 @@ fi
 
 if has random; then wait $RAND_PID; log "random 7B: $(tail -2 $W/random.log | tr '\n' ' ')"; fi
 if [[ -f $R7B/config.json && -x $HYMT ]]; then
-  if has hymtbench || has ab; then
+  if { has hymtbench && [[ -n ${HB_FORMATS-x} ]]; } || has ab; then
     ( "$HYMT" quantize --model "$R7B" --type q4_k_m -o "$W/r7b-q4_k_m.gguf" &&
       "$HYMT" quantize --model "$R7B" --type q8_0 -o "$W/r7b-q8_0.gguf" ) >"$W/quantize.log" 2>&1 &
     QPID=$!
@@ -107,8 +109,8 @@ if [[ -f $R7B/config.json && -x $HYMT ]]; then
       --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_bf16.json"
     [[ ${NOGRAPHS:-1} == 1 ]] && stage bench_bf16_nographs 60 "$HYMT" bench --model "$R7B" --device cuda --batches 1 --prompt 48 --gen 64 \
       --prefill-seqs 1 --prefill-len 48 --cuda-graphs off --json "$W/bench_bf16_nographs.json"
-    wait $QPID; log "quantize: $(tail -c 300 $W/quantize.log | tr '\r\n' '  ')"
-    for t in q4_k_m q8_0; do
+    [[ -n ${QPID:-} ]] && { wait $QPID; log "quantize: $(tail -c 300 $W/quantize.log | tr '\r\n' '  ')"; }
+    for t in ${HB_FORMATS-q4_k_m q8_0}; do
       [[ -f $W/r7b-$t.gguf ]] && stage bench_$t 75 "$HYMT" bench --model "$W/r7b-$t.gguf" --device cuda --batches ${HB_BATCHES:-1,256} \
         --prompt 48 --gen 64 --prefill-seqs 1 --prefill-len 2048 --json "$W/bench_$t.json"
     done

@@ -47,6 +47,24 @@ __device__ __forceinline__ void PrefetchL2(const void* p) {
 #endif
 }
 
+// Block 0 asks L2 for the ranges of pf (cp.async.bulk.prefetch: no registers, no completion to wait for; the
+// fetch goes on after the kernel ends), 64 KiB per instruction and thread. sm_90+; a no-op elsewhere and
+// without a GPU. Weights only: it may run before PdlWait.
+__device__ __forceinline__ void PrefetchWeightsL2(const L2Prefetch& pf) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (blockIdx.x != 0) return;
+  constexpr uint32_t kChunk = 64 * 1024;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const char* p = static_cast<const char*>(pf.p[r]);
+    for (uint32_t off = threadIdx.x * kChunk; off < pf.bytes[r]; off += blockDim.x * kChunk) {
+      const uint32_t n = min(kChunk, pf.bytes[r] - off);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
+    }
+  }
+#endif
+}
+
 // The block's dynamic shared memory (the launch's smem bytes), 16-byte aligned.
 #ifdef HYMT_CUDA_EMU
 inline uint4* DynamicSmem() {
@@ -59,9 +77,6 @@ __device__ __forceinline__ uint4* DynamicSmem() {
 }
 #endif
 
-// True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
-// turned off with HYMT_PDL=0.
-bool PdlEnabled();
 // The current device's SM count (-1: unknown), asked once per device.
 int SmCount();
 
@@ -97,6 +112,10 @@ __device__ __forceinline__ float Bf16Hi(uint32_t w) {
 // Round to nearest even (NaN stays NaN).
 __device__ __forceinline__ uint16_t F32ToBf16(float f) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+// f rounded to bf16 and back: the value a bf16 tensor stores (what each op of HF's bf16 forward rounds to).
+__device__ __forceinline__ float RoundBf16(float f) {
+  return Bf16ToF32(F32ToBf16(f));
 }
 __device__ __forceinline__ float F16ToF32(uint16_t h) {
   return __half2float(__ushort_as_half(h));

@@ -12,7 +12,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// out = silu(gate) * up in f32, rounded once. Each thread writes only what it read, so out may alias gate.
+// out = silu(gate) * up as HF's bf16 forward computes act_fn(gate) * up: silu in f32 rounded to bf16, then
+// the product rounded. Each thread writes only what it read, so out may alias gate.
 __global__ __launch_bounds__(kThreads) void SwiGluKernel(MatView gate, MatView up, MatView out) {
   const uint16_t* g = static_cast<const uint16_t*>(gate.data) + blockIdx.x * gate.stride;
   const uint16_t* u = static_cast<const uint16_t*>(up.data) + blockIdx.x * up.stride;
@@ -21,7 +22,7 @@ __global__ __launch_bounds__(kThreads) void SwiGluKernel(MatView gate, MatView u
     const float gv = Bf16ToF32(g[c]);
     // silu(g) = g / (1 + e^-g); for g -> -inf the quotient goes to -0, for g -> +inf to g. expf, not
     // __expf: the fast one's error grows with |g| (about 2 + 1.16 |g| ulp).
-    o[c] = F32ToBf16(gv / (1.0f + expf(-gv)) * Bf16ToF32(u[c]));
+    o[c] = F32ToBf16(RoundBf16(gv / (1.0f + expf(-gv))) * Bf16ToF32(u[c]));
   }
 }
 

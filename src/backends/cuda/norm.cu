@@ -16,7 +16,8 @@ constexpr int kMaxHeadDim = 256;  // RopeNorm: a warp holds a head, 4 pairs per 
 // multiply by the weight, as HF does. Each thread writes only elements it read itself, so x and out may
 // alias.
 __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightView w, float eps,
-                                                              MatView out) {
+                                                              MatView out, L2Prefetch pf) {
+  PrefetchWeightsL2(pf);
   PdlWait();
   PdlTrigger();
   __shared__ float scratch[32];
@@ -39,7 +40,9 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightV
 // kChunks, so cols <= 2048 kChunks) in registers between the two passes. At one token row a decode step
 // waits for this kernel twice a layer: 8 elements per load cut its latency.
 template <int kChunks>
-__global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps, MatView out) {
+__global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps, MatView out,
+                                                                 L2Prefetch pf) {
+  PrefetchWeightsL2(pf);
   __shared__ float scratch[32];
   const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
   uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
@@ -89,9 +92,11 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, Weig
 
 // RoPE and the optional per-head norm of one head (head_dim values), by one warp. Lane holds pairs
 // j = lane + 32 i (i < 4) of the rotate-half layout: x[j] and x[j + half] rotate by angle = float(pos) *
-// inv_freq[j] (an f32 product, as HF computes it). RopeLane holds what a lane needs besides the head's
-// values (the angles' cos and sin, the norm's weights): none of it comes from an earlier kernel, so the
-// decode kernel computes it before PdlWait.
+// inv_freq[j] (an f32 product, as HF computes it). The arithmetic is HF's bf16 forward, op by op
+// (q * cos + rotate_half(q) * sin on bf16 tensors): cos and sin are computed in f32 and rounded to bf16,
+// each product is rounded to bf16, then their sum. RopeLane holds what a lane needs besides the head's
+// values (the angles' rounded cos and sin, the norm's weights): none of it comes from an earlier kernel,
+// so the decode kernel computes it before PdlWait.
 struct RopeLane {
   float c[4], s[4], g_lo[4], g_hi[4];
 };
@@ -108,6 +113,8 @@ __device__ __forceinline__ RopeLane RopeLanePrepare(int head_dim, float pos, con
     if (j < half) {
       const float angle = __fmul_rn(pos, VectorElement(inv_freq, j));
       sincosf(angle, &r.s[i], &r.c[i]);
+      r.s[i] = RoundBf16(r.s[i]);
+      r.c[i] = RoundBf16(r.c[i]);
       if (has_norm) {
         r.g_lo[i] = VectorElement(norm, j);
         r.g_hi[i] = VectorElement(norm, j + half);
@@ -117,9 +124,8 @@ __device__ __forceinline__ RopeLane RopeLanePrepare(int head_dim, float pos, con
   return r;
 }
 
-// Applies RoPE and the optional norm to the head at v, in place. With a norm, the rotated values are
-// rounded to bf16 (what an unfused bf16 pipeline stores) and normalised over the head like
-// RmsNormKernel. `cache` (when not null) receives the same bf16 values: element d at cache[d] (KV store).
+// Applies RoPE and the optional norm to the head at v, in place. The rotated values are bf16 values (see
+// RopeLane); with a norm they are normalised over the head like RmsNormKernel. `cache` (when not null) receives the same bf16 values: element d at cache[d] (KV store).
 template <DType C>
 __device__ __forceinline__ void RopeNormApply(uint16_t* v, int head_dim, const RopeLane& r, bool has_norm,
                                               float eps, void* cache, int64_t cache_index) {
@@ -133,13 +139,10 @@ __device__ __forceinline__ void RopeNormApply(uint16_t* v, int head_dim, const R
     a[i] = b[i] = 0.0f;
     if (j < half) {
       const float x1 = Bf16ToF32(v[j]), x2 = Bf16ToF32(v[j + half]);
-      a[i] = x1 * r.c[i] - x2 * r.s[i];
-      b[i] = x2 * r.c[i] + x1 * r.s[i];
-      if (has_norm) {
-        a[i] = Bf16ToF32(F32ToBf16(a[i]));
-        b[i] = Bf16ToF32(F32ToBf16(b[i]));
-        ss = fmaf(a[i], a[i], fmaf(b[i], b[i], ss));
-      }
+      // Products of two bf16 values and sums of two are exact in f32: only the roundings to bf16 remain.
+      a[i] = RoundBf16(RoundBf16(x1 * r.c[i]) - RoundBf16(x2 * r.s[i]));
+      b[i] = RoundBf16(RoundBf16(x2 * r.c[i]) + RoundBf16(x1 * r.s[i]));
+      if (has_norm) ss = fmaf(a[i], a[i], fmaf(b[i], b[i], ss));
     }
   }
   float inv = 1.0f;
@@ -186,7 +189,8 @@ template <DType C>
 __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, MatView v, int n_heads,
                                                         WeightView inv_freq, WeightView q_norm, bool has_q_norm,
                                                         WeightView k_norm, bool has_k_norm, float eps, KvView kv,
-                                                        BatchView batch) {
+                                                        BatchView batch, L2Prefetch pf) {
+  PrefetchWeightsL2(pf);
   // Before the wait: the position, the cache slot and the lane's RoPE constants (none from an earlier
   // kernel); after it, the head's values from the q/k/v products.
   const int items = n_heads + 2 * kv.n_kv_heads;
@@ -224,7 +228,8 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
 
 }  // namespace
 
-void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream) {
+void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream,
+                   const L2Prefetch& prefetch) {
   if (x.rows == 0) return;
   const unsigned rows = static_cast<unsigned>(x.rows);
   const bool pdl = PdlEnabled();
@@ -235,13 +240,13 @@ void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaS
                    aligned(out.data, out.stride) &&
                    (w.dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(w.data) % 16 == 0);
   if (vec && x.cols <= 2048)
-    Launch(pdl, RmsNormVecKernel<1>, rows, kNormThreads, 0, stream, x, w, eps, out);
+    Launch(pdl, RmsNormVecKernel<1>, rows, kNormThreads, 0, stream, x, w, eps, out, prefetch);
   else if (vec && x.cols <= 4096)
-    Launch(pdl, RmsNormVecKernel<2>, rows, kNormThreads, 0, stream, x, w, eps, out);
+    Launch(pdl, RmsNormVecKernel<2>, rows, kNormThreads, 0, stream, x, w, eps, out, prefetch);
   else if (vec)
-    Launch(pdl, RmsNormVecKernel<4>, rows, kNormThreads, 0, stream, x, w, eps, out);
+    Launch(pdl, RmsNormVecKernel<4>, rows, kNormThreads, 0, stream, x, w, eps, out, prefetch);
   else
-    Launch(pdl, RmsNormKernel, rows, kNormThreads, 0, stream, x, w, eps, out);
+    Launch(pdl, RmsNormKernel, rows, kNormThreads, 0, stream, x, w, eps, out, prefetch);
 }
 
 void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
@@ -257,7 +262,7 @@ void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_
 
 void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const WeightView& inv_freq,
                       const WeightView* q_norm, const WeightView* k_norm, float eps, const KvView& kv,
-                      BatchView batch, cudaStream_t stream) {
+                      BatchView batch, cudaStream_t stream, const L2Prefetch& prefetch) {
   HYMT_CUDA_EXPECT(kv.head_dim % 2 == 0 && kv.head_dim <= kMaxHeadDim, "head_dim ", kv.head_dim);
   const int64_t items = q.rows * (n_heads + 2 * kv.n_kv_heads);
   if (items == 0) return;
@@ -268,15 +273,15 @@ void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const Weight
   switch (kv.dtype) {
     case DType::kBF16:
       Launch(pdl, RopeNormKvKernel<DType::kBF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch);
+             has_k, eps, kv, batch, prefetch);
       break;
     case DType::kF16:
       Launch(pdl, RopeNormKvKernel<DType::kF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch);
+             has_k, eps, kv, batch, prefetch);
       break;
     case DType::kF32:
       Launch(pdl, RopeNormKvKernel<DType::kF32>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch);
+             has_k, eps, kv, batch, prefetch);
       break;
     default:
       Fail(ErrorCode::kUnsupported, "cuda: KV cache type ", DTypeName(kv.dtype), " (bf16, f16 or f32)");
