@@ -125,7 +125,8 @@ __device__ __forceinline__ RopeLane RopeLanePrepare(int head_dim, float pos, con
 }
 
 // Applies RoPE and the optional norm to the head at v, in place. The rotated values are bf16 values (see
-// RopeLane); with a norm they are normalised over the head like RmsNormKernel. `cache` (when not null) receives the same bf16 values: element d at cache[d] (KV store).
+// RopeLane); with a norm they are normalised over the head like RmsNormKernel. `cache` (when not null)
+// receives the same bf16 values: element d at cache[d] (KV store).
 template <DType C>
 __device__ __forceinline__ void RopeNormApply(uint16_t* v, int head_dim, const RopeLane& r, bool has_norm,
                                               float eps, void* cache, int64_t cache_index) {
