@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -126,6 +127,19 @@ int RunBench(int argc, char** argv) {
   double host_bandwidth = MeasureHostReadBandwidthBest(probe);
   const double host_fma_peak = MeasureHostFmaPeak();
   const double host_vnni_peak = MeasureHostVnniPeak();
+  // The device ceiling too, before the model loads: its buffer is freed before any of the plan's
+  // allocations, so it never adds to the device memory a --gpu-mem budget bounds (a quarter of the budget,
+  // from 256 MiB, several times any GPU's L2, up to 2 GiB). Used when the plan runs on the GPU.
+  double device_bandwidth = 0;
+#ifdef HYMT_HAVE_CUDA
+  const bool on_cuda = so.device == "auto" || so.device.rfind("cuda", 0) == 0;
+  if (on_cuda && CudaDeviceCount() > 0) {
+    const int dev = so.device.rfind("cuda:", 0) == 0 ? std::atoi(so.device.c_str() + 5) : 0;
+    const size_t bytes = so.gpu_mem > 0 ? std::clamp<size_t>(so.gpu_mem / 4, size_t{256} << 20, size_t{2} << 30)
+                                        : size_t{2} << 30;
+    device_bandwidth = CudaReadBandwidth(dev, bytes);
+  }
+#endif
   ResetPeakResident();
   auto session = Session::Open(so);
   const LoadedModel& m = session->model();
@@ -147,8 +161,8 @@ int RunBench(int argc, char** argv) {
   double bandwidth = 0;
   std::string bw_what;
 #ifdef HYMT_HAVE_CUDA
-  if (plan.mode != "cpu") {
-    bandwidth = CudaReadBandwidth(0);
+  if (plan.mode != "cpu" && device_bandwidth > 0) {
+    bandwidth = device_bandwidth;
     bw_what = "device read bandwidth";
   }
 #endif

@@ -185,11 +185,6 @@ class Ops {
   // x += y, element-wise.
   virtual void Add(Tensor x, const Tensor& y) = 0;
 
-  // A hint, with no effect on any result: a product with w follows after a few small ops of this step, so
-  // a backend may start fetching w's first bytes into a cache now (the CUDA backend asks L2 for them in
-  // its next small kernel). The default does nothing.
-  virtual void PrefetchWeight(const Weight& w) { (void)w; }
-
   // ---- fused ops ----
   // Each is exactly the sequence of ops its default implementation runs (ops_common.cc), in fewer passes
   // on a backend that overrides it, with the same rounding: a decode step runs about half as many

@@ -7,6 +7,7 @@
 #       fixtures,gpu,build,tune,lab,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
 #       (default: all but build, profile and budgets; build is the gpu stage's build without the tests,
 #       for a call that only measures: build,lab,random,ab)
+#   GPU_ENV: VAR=VALUE words set for the gpu stage alone (the GPU tests under a decode switch).
 #   HB_FORMATS: the quantised files hymtbench runs besides bf16 (default "q4_k_m q8_0"; empty: bf16 alone,
 #   and nothing is quantised unless ab runs); HB_BATCHES its batch sizes (default 1,256).
 set -u
@@ -48,7 +49,7 @@ if has random; then
 fi
 
 # Build for sm_90, GPU tests (ops against the reference, graphs, fixtures against HF), kernel lab (--quick).
-if has gpu; then stage gpu 330 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --quick ${GPU_NO_BENCH:+--no-bench}; fi
+if has gpu; then stage gpu 330 env ${GPU_ENV:-} bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --quick ${GPU_NO_BENCH:+--no-bench}; fi
 if has build && ! has gpu; then
   stage build 300 bash tests/gpu/run.sh --out "$W/gpu" --build "$B" --build-only
 fi

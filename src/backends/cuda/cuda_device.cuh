@@ -47,24 +47,6 @@ __device__ __forceinline__ void PrefetchL2(const void* p) {
 #endif
 }
 
-// Block 0 asks L2 for the ranges of pf (cp.async.bulk.prefetch: no registers, no completion to wait for; the
-// fetch goes on after the kernel ends), 64 KiB per instruction and thread. sm_90+; a no-op elsewhere and
-// without a GPU. Weights only: it may run before PdlWait.
-__device__ __forceinline__ void PrefetchWeightsL2(const L2Prefetch& pf) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (blockIdx.x != 0) return;
-  constexpr uint32_t kChunk = 64 * 1024;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const char* p = static_cast<const char*>(pf.p[r]);
-    for (uint32_t off = threadIdx.x * kChunk; off < pf.bytes[r]; off += blockDim.x * kChunk) {
-      const uint32_t n = min(kChunk, pf.bytes[r] - off);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
-    }
-  }
-#endif
-}
-
 // The block's dynamic shared memory (the launch's smem bytes), 16-byte aligned.
 #ifdef HYMT_CUDA_EMU
 inline uint4* DynamicSmem() {
@@ -77,6 +59,9 @@ __device__ __forceinline__ uint4* DynamicSmem() {
 }
 #endif
 
+// True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
+// turned off with HYMT_PDL=0.
+bool PdlEnabled();
 // The current device's SM count (-1: unknown), asked once per device.
 int SmCount();
 

@@ -108,14 +108,6 @@ struct KvView {
   int page_size = 0;
 };
 
-// Byte ranges of weights that a small kernel asks L2 for at its start (cp.async.bulk.prefetch, sm_90+): the
-// first bytes of the product that follows it, which then stream from DRAM while the small kernel runs
-// instead of after it. Empty ranges (bytes 0) do nothing.
-struct L2Prefetch {
-  const void* p[2] = {nullptr, nullptr};
-  uint32_t bytes[2] = {0, 0};
-};
-
 // A tile of query rows of one sequence for the prefill attention kernel.
 struct PrefillTile {
   int32_t seq;
@@ -130,14 +122,13 @@ void LaunchEmbed(const WeightView& table, const int32_t* ids, MatView out, bool 
 void LaunchDequantRows(const WeightView& w, int64_t row0, int64_t n, uint16_t* out, cudaStream_t stream);
 
 // ---- norm.cu ----
-void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream,
-                   const L2Prefetch& prefetch = {});
+void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream);
 void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
                     float eps, const int32_t* positions, cudaStream_t stream);
 // RopeNorm of q (n_heads) and k (kv.n_kv_heads), then k and v into the cache (KvWrite), in one launch.
 void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const WeightView& inv_freq,
                       const WeightView* q_norm, const WeightView* k_norm, float eps, const KvView& kv,
-                      BatchView batch, cudaStream_t stream, const L2Prefetch& prefetch = {});
+                      BatchView batch, cudaStream_t stream);
 
 // ---- elementwise.cu ----
 void LaunchSwiGlu(MatView gate, MatView up, MatView out, cudaStream_t stream);
@@ -168,9 +159,6 @@ bool GemvInt8Supported(DType t);
 // Blocks per SM of the int8-activation GEMV's grid (each block loops over row blocks); 0: one block per row
 // block; -1 (the start): HYMT_GEMV_BLOCKS_PER_SM, or 4. For tests and tuning.
 void SetGemvBlocksPerSm(int n);
-// True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
-// turned off with HYMT_PDL=0.
-bool PdlEnabled();
 // The backend's tuning switches, read from the environment: the integer value of `name` (fallback when
 // unset), and whether it is set to exactly `value`.
 int EnvInt(const char* name, int fallback);

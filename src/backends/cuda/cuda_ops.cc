@@ -12,7 +12,6 @@
 #include <cstring>
 #include <exception>
 #include <initializer_list>
-#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_internal.h"
@@ -554,7 +553,6 @@ class CudaOpsImpl final : public CudaOps {
     batch_ = batch;
     has_batch_ = true;
     validated_pages_ = -1;
-    prefetch_ = {};
 
     // Derived lists (host): rows for decode attention, prefill tiles for each tile height.
     decode_rows_.clear();
@@ -638,11 +636,10 @@ class CudaOpsImpl final : public CudaOps {
     ExpectBf16(x, "RmsNorm x");
     ExpectBf16(out, "RmsNorm out");
     HYMT_CUDA_EXPECT(out.rows == x.rows && out.cols == x.cols);
-    const cuda::L2Prefetch pf = std::exchange(prefetch_, {});
     Trace({kOpRmsNorm, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), Bits(eps), Ptr(out.data),
-           out.stride, Ptr(pf.p[0]), pf.bytes[0], Ptr(pf.p[1]), pf.bytes[1]});
+           out.stride});
     if (!Launching() || Skip(1)) return;
-    cuda::LaunchRmsNorm(Mat(x), wv, eps, Mat(out), stream_, pf);
+    cuda::LaunchRmsNorm(Mat(x), wv, eps, Mat(out), stream_);
   }
 
   void MatMul(const Tensor& x, const Weight& w, Tensor out) override {
@@ -682,27 +679,14 @@ class CudaOpsImpl final : public CudaOps {
 
   // With fusion on (GemvNormFusable), every GEMV block normalises x itself; otherwise RmsNorm and the fused
   // products run one after the other.
-  // Unfused, the RMSNorm asks L2 for the products' first weights (QueuePrefetch).
   void NormMatMulGroup(const Tensor& x, const Weight& norm, float eps, Tensor h, std::span<const Weight* const> ws,
                        std::span<const Tensor> outs) override {
-    if (GroupGemv(x, &norm, eps, ws, outs)) return;
-    const size_t budget = PrefetchBytes(x.rows);
-    const size_t first = ws.empty() ? 0 : QueuePrefetch(0, *ws[0], budget);
-    if (ws.size() > 1) QueuePrefetch(1, *ws[1], budget - first);
-    Ops::NormMatMulGroup(x, norm, eps, h, ws, outs);
+    if (!GroupGemv(x, &norm, eps, ws, outs)) Ops::NormMatMulGroup(x, norm, eps, h, ws, outs);
   }
 
   void NormMatMulSwiGlu(const Tensor& x, const Weight& norm, float eps, Tensor h, const Weight& gate,
                         const Weight& up, Tensor up_scratch, Tensor out) override {
-    if (SwiGluGemv(x, &norm, eps, gate, up, out)) return;
-    const size_t budget = PrefetchBytes(x.rows);  // the pair kernel reads gate and up rows side by side
-    QueuePrefetch(0, gate, budget / 2);
-    QueuePrefetch(1, up, budget / 2);
-    Ops::NormMatMulSwiGlu(x, norm, eps, h, gate, up, up_scratch, out);
-  }
-
-  void PrefetchWeight(const Weight& w) override {
-    if (has_batch_) QueuePrefetch(0, w, 2 * PrefetchBytes(batch_.n_rows()));
+    if (!SwiGluGemv(x, &norm, eps, gate, up, out)) Ops::NormMatMulSwiGlu(x, norm, eps, h, gate, up, up_scratch, out);
   }
 
   void MatMulAdd(const Tensor& x, const Weight& w, Tensor scratch, Tensor residual) override {
@@ -749,11 +733,9 @@ class CudaOpsImpl final : public CudaOps {
            Ptr(fv.data), Ptr(q_norm != nullptr ? qn.data : nullptr), Ptr(k_norm != nullptr ? kn.data : nullptr),
            Bits(eps), Ptr(kv.k), Ptr(kv.v), static_cast<int64_t>(kv.dtype), kv.n_kv_heads, hd, kv.page_size,
            kv.n_pages});
-    const cuda::L2Prefetch pf = std::exchange(prefetch_, {});
-    Trace({Ptr(pf.p[0]), pf.bytes[0]});
     if (!Launching() || Skip(2)) return;
     cuda::LaunchRopeNormKv(Mat(q), Mat(k), Mat(v), n_heads, fv, q_norm != nullptr ? &qn : nullptr,
-                           k_norm != nullptr ? &kn : nullptr, eps, kvv, view_, stream_, pf);
+                           k_norm != nullptr ? &kn : nullptr, eps, kvv, view_, stream_);
   }
 
   void RopeNorm(Tensor x, int n_heads, int head_dim, const Weight& inv_freq, const Weight* norm,
@@ -1285,32 +1267,8 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   // GEMV launches over x in passes of kGemvMaxRows token rows.
-  // Bytes of weights a small kernel before a decode product asks L2 for (cuda::L2Prefetch): at most
-  // HYMT_L2_PREFETCH_MB MiB (default 16; 0 turns it off) before the q/k/v and gate/up products, which
-  // follow an RMSNorm of ~3 us, twice that before o_proj, which follows RoPE and attention. Only for
-  // the GEMV row counts of decode (prefill reads each weight with enough rows to hide its start); the
-  // kernels skip it below sm_90 (no bulk prefetch instruction).
-  size_t PrefetchBytes(int64_t rows) const {
-    static const size_t mib = [] {
-      const int v = cuda::EnvInt("HYMT_L2_PREFETCH_MB", 16);
-      return v >= 0 && v <= 1024 ? static_cast<size_t>(v) : size_t{16};
-    }();
-    if (simple_ || rows <= 0 || rows > cuda::kGemvMaxRows) return 0;
-    return mib << 20;
-  }
-  // Sets range `slot` of the pending prefetch to the first min(max_bytes, w's bytes) of a device weight
-  // (rounded down to 16 bytes, as the instruction needs); returns the bytes queued.
-  size_t QueuePrefetch(int slot, const Weight& w, size_t max_bytes) {
-    if (w.device.kind != DeviceKind::kCuda || w.data == nullptr) return 0;
-    const size_t n = std::min<size_t>({max_bytes, w.bytes(), size_t{1} << 31}) & ~size_t{15};
-    prefetch_.p[slot] = n > 0 ? w.data : nullptr;
-    prefetch_.bytes[slot] = static_cast<uint32_t>(n);
-    return n;
-  }
-
   void RunGemv(std::span<const cuda::GemvPart> parts, MatView x, bool out_f32, cuda::GemvEpilogue epi,
                const WeightView* up, const cuda::GemvNorm* norm = nullptr) {
-    prefetch_ = {};  // a hint not taken by a small kernel before this product is dropped
     std::vector<cuda::GemvPart> pass(parts.begin(), parts.end());
     for (int64_t t0 = 0; t0 < x.rows; t0 += cuda::kGemvMaxRows) {
       const int64_t n = std::min<int64_t>(cuda::kGemvMaxRows, x.rows - t0);
@@ -1531,7 +1489,6 @@ class CudaOpsImpl final : public CudaOps {
   // The current step (host mirror and device view).
   StepBatch batch_;
   bool has_batch_ = false;
-  cuda::L2Prefetch prefetch_;  // taken by the next RmsNorm or RopeNormKvWrite launch (QueuePrefetch)
   int64_t validated_pages_ = -1;
   BatchView view_;
   std::vector<int32_t> decode_rows_;
@@ -1606,7 +1563,7 @@ size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {
   return LayoutFor(dtype, rows, cols).total;
 }
 
-double CudaReadBandwidth(int device) { return cuda::MeasureReadBandwidth(device, size_t{2} << 30, 10); }
+double CudaReadBandwidth(int device, size_t bytes) { return cuda::MeasureReadBandwidth(device, bytes, 10); }
 
 std::unique_ptr<Ops> CreateCudaOps(int device_index) {
   return CreateCudaOps(device_index, CudaOpsOptions{});

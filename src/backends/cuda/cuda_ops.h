@@ -59,8 +59,9 @@ bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes);
 // PID namespace it cannot see into).
 int64_t CudaProcessMemoryBytes();
 
-// Device read bandwidth in GB/s measured now (a read-only kernel over 2 GiB): the ceiling decode divides by.
-double CudaReadBandwidth(int device);
+// Device read bandwidth in GB/s measured now (a read-only kernel over `bytes`, 2 GiB by default; anything
+// several times the L2 will do): the ceiling decode divides by. The buffer is freed before it returns.
+double CudaReadBandwidth(int device, size_t bytes = size_t{2} << 30);
 
 // Fixed scratch an instance allocates at creation. Every size is a named limit: exceeding one is a clear
 // error, never a silent allocation.

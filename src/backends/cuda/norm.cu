@@ -16,8 +16,7 @@ constexpr int kMaxHeadDim = 256;  // RopeNorm: a warp holds a head, 4 pairs per 
 // multiply by the weight, as HF does. Each thread writes only elements it read itself, so x and out may
 // alias.
 __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightView w, float eps,
-                                                              MatView out, L2Prefetch pf) {
-  PrefetchWeightsL2(pf);
+                                                              MatView out) {
   PdlWait();
   PdlTrigger();
   __shared__ float scratch[32];
@@ -40,9 +39,7 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightV
 // kChunks, so cols <= 2048 kChunks) in registers between the two passes. At one token row a decode step
 // waits for this kernel twice a layer: 8 elements per load cut its latency.
 template <int kChunks>
-__global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps, MatView out,
-                                                                 L2Prefetch pf) {
-  PrefetchWeightsL2(pf);
+__global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps, MatView out) {
   __shared__ float scratch[32];
   const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
   uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
@@ -190,8 +187,7 @@ template <DType C>
 __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, MatView v, int n_heads,
                                                         WeightView inv_freq, WeightView q_norm, bool has_q_norm,
                                                         WeightView k_norm, bool has_k_norm, float eps, KvView kv,
-                                                        BatchView batch, L2Prefetch pf) {
-  PrefetchWeightsL2(pf);
+                                                        BatchView batch) {
   // Before the wait: the position, the cache slot and the lane's RoPE constants (none from an earlier
   // kernel); after it, the head's values from the q/k/v products.
   const int items = n_heads + 2 * kv.n_kv_heads;
@@ -229,8 +225,7 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
 
 }  // namespace
 
-void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream,
-                   const L2Prefetch& prefetch) {
+void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream) {
   if (x.rows == 0) return;
   const unsigned rows = static_cast<unsigned>(x.rows);
   const bool pdl = PdlEnabled();
@@ -241,13 +236,13 @@ void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaS
                    aligned(out.data, out.stride) &&
                    (w.dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(w.data) % 16 == 0);
   if (vec && x.cols <= 2048)
-    Launch(pdl, RmsNormVecKernel<1>, rows, kNormThreads, 0, stream, x, w, eps, out, prefetch);
+    Launch(pdl, RmsNormVecKernel<1>, rows, kNormThreads, 0, stream, x, w, eps, out);
   else if (vec && x.cols <= 4096)
-    Launch(pdl, RmsNormVecKernel<2>, rows, kNormThreads, 0, stream, x, w, eps, out, prefetch);
+    Launch(pdl, RmsNormVecKernel<2>, rows, kNormThreads, 0, stream, x, w, eps, out);
   else if (vec)
-    Launch(pdl, RmsNormVecKernel<4>, rows, kNormThreads, 0, stream, x, w, eps, out, prefetch);
+    Launch(pdl, RmsNormVecKernel<4>, rows, kNormThreads, 0, stream, x, w, eps, out);
   else
-    Launch(pdl, RmsNormKernel, rows, kNormThreads, 0, stream, x, w, eps, out, prefetch);
+    Launch(pdl, RmsNormKernel, rows, kNormThreads, 0, stream, x, w, eps, out);
 }
 
 void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
@@ -263,7 +258,7 @@ void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_
 
 void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const WeightView& inv_freq,
                       const WeightView* q_norm, const WeightView* k_norm, float eps, const KvView& kv,
-                      BatchView batch, cudaStream_t stream, const L2Prefetch& prefetch) {
+                      BatchView batch, cudaStream_t stream) {
   HYMT_CUDA_EXPECT(kv.head_dim % 2 == 0 && kv.head_dim <= kMaxHeadDim, "head_dim ", kv.head_dim);
   const int64_t items = q.rows * (n_heads + 2 * kv.n_kv_heads);
   if (items == 0) return;
@@ -274,15 +269,15 @@ void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const Weight
   switch (kv.dtype) {
     case DType::kBF16:
       Launch(pdl, RopeNormKvKernel<DType::kBF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch, prefetch);
+             has_k, eps, kv, batch);
       break;
     case DType::kF16:
       Launch(pdl, RopeNormKvKernel<DType::kF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch, prefetch);
+             has_k, eps, kv, batch);
       break;
     case DType::kF32:
       Launch(pdl, RopeNormKvKernel<DType::kF32>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch, prefetch);
+             has_k, eps, kv, batch);
       break;
     default:
       Fail(ErrorCode::kUnsupported, "cuda: KV cache type ", DTypeName(kv.dtype), " (bf16, f16 or f32)");
