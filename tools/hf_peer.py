@@ -31,11 +31,11 @@ def gpu_process_mib():
     return None
 
 
-def load(model_dir, dtype, **kw):
+def load(model_dir, dtype, attn="sdpa", **kw):
     import torch
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa", **kw).eval()
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=attn, **kw).eval()
 
 
 def cmd_make(args):
@@ -75,7 +75,9 @@ def cmd_make(args):
 def cmd_parity(args):
     import numpy as np
     import torch
-    from transformers import AutoModelForCausalLM
+
+    def cos(a, b):
+        return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
     ids = [int(x) for x in open(args.ids_file).read().split()]
     n = len(ids)
@@ -85,7 +87,7 @@ def cmd_parity(args):
     # the attention kernel differs (the floor a bf16 engine can reach against the bf16 reference).
     for name, dtype, attn in (("bf16", torch.bfloat16, "sdpa"), ("f32", torch.float32, "sdpa"),
                               ("bf16_eager", torch.bfloat16, "eager")):
-        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation=attn).eval().cuda()
+        model = load(args.model, dtype, attn).cuda()
         with torch.no_grad():
             logits = model(torch.tensor([ids], device="cuda")).logits[0].float().cpu().numpy()
         refs[name] = logits
@@ -96,12 +98,11 @@ def cmd_parity(args):
         label, path = spec.split("=", 1)
         got = np.fromfile(path, dtype=np.float32).reshape(n, vocab)
         for ref_name, ref in refs.items():
-            last_cos = float(np.dot(got[-1], ref[-1]) / (np.linalg.norm(got[-1]) * np.linalg.norm(ref[-1])))
+            last_cos = cos(got[-1], ref[-1])
             tail = slice(n - args.tail, n)
             agree = int((got[tail].argmax(-1) == ref[tail].argmax(-1)).sum())
             rel = float(np.abs(got - ref).max() / np.abs(ref).max())
-            cos_all = float(np.mean([np.dot(got[i], ref[i]) / (np.linalg.norm(got[i]) * np.linalg.norm(ref[i]))
-                                     for i in range(n)]))
+            cos_all = float(np.mean([cos(got[i], ref[i]) for i in range(n)]))
             key = f"{label}_vs_hf_{ref_name}"
             result["references"][key] = {"last_cosine": last_cos, "mean_cosine": cos_all,
                                          "top1_agree_tail": agree, "rel_linf": rel}
@@ -109,8 +110,6 @@ def cmd_parity(args):
                   f"top-1 agreement {agree}/{args.tail}, rel Linf {rel:.3e}", flush=True)
     # HF against itself: bf16 against f32 (how far the reference moves with precision) and bf16 sdpa
     # against bf16 eager (two bf16 runs that differ only in the attention kernel).
-    def cos(a, b):
-        return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
     for x, y in (("bf16", "f32"), ("bf16", "bf16_eager"), ("bf16_eager", "f32")):
         a, b = refs[x], refs[y]
         last, mean = cos(a[-1], b[-1]), float(np.mean([cos(a[i], b[i]) for i in range(n)]))

@@ -294,6 +294,12 @@ Weight HostWeight(const std::string& name, DType t, int64_t rows, int64_t cols, 
   return ::testing::AssertionFailure() << bad << " of " << got.size() << " outside tolerance" << first;
 }
 
+// Whether an f32 value lies within `ulps` f32 ulp of a bf16 rounding boundary: two computations of it that
+// differ by that much may round to different bf16 values.
+bool NearBf16Tie(float v, float ulps) {
+  return RoundBf16(v * (1 + ulps * kU32)) != RoundBf16(v * (1 - ulps * kU32));
+}
+
 std::vector<float> RelTol(const std::vector<float>& want, float rel, float abs = 0.0f) {
   std::vector<float> t(want.size());
   for (size_t i = 0; i < want.size(); ++i) t[i] = rel * std::fabs(want[i]) + abs;
@@ -866,7 +872,6 @@ TEST_F(CudaOpsTest, RopeNorm) {
       // the sum by one ulp of the result (2u |ref|). Elsewhere the rotation is exact (the same roundings of
       // exact f32 products and sums); the norm adds its two roundings and its f32 sum (4.5u |ref|, as
       // RmsNorm).
-      auto near_tie = [](float v) { return RoundBf16(v * (1 + 4 * kU32)) != RoundBf16(v * (1 - 4 * kU32)); };
       std::vector<float> want(x.size()), tol(x.size());
       const int half = c.head_dim / 2;
       for (int64_t r = 0; r < rows; ++r)
@@ -882,8 +887,8 @@ TEST_F(CudaOpsTest, RopeNorm) {
             const float x1 = xh[j], x2 = xh[j + half];
             rot[j] = RoundBf16(RoundBf16(x1 * cb) - RoundBf16(x2 * sb));
             rot[j + half] = RoundBf16(RoundBf16(x2 * cb) + RoundBf16(x1 * sb));
-            const float flip = (near_tie(co) ? 4 * kU * std::fabs(cb) : 0.0f) +
-                               (near_tie(si) ? 4 * kU * std::fabs(sb) : 0.0f);
+            const float flip = (NearBf16Tie(co, 4) ? 4 * kU * std::fabs(cb) : 0.0f) +
+                               (NearBf16Tie(si, 4) ? 4 * kU * std::fabs(sb) : 0.0f);
             const float moved = flip * (std::fabs(x1) + std::fabs(x2)) * (1 + 2 * kU);
             slack[j] = moved > 0 ? moved + 2 * kU * (std::fabs(rot[j]) + moved) : 0.0f;
             slack[j + half] = moved > 0 ? moved + 2 * kU * (std::fabs(rot[j + half]) + moved) : 0.0f;
@@ -1205,8 +1210,7 @@ TEST_F(CudaOpsTest, SwiGluAndAdd) {
       for (size_t i = 0; i < n; ++i) {
         const float si = g[i] / (1.0f + std::exp(-g[i]));
         sw[i] = RoundBf16(RoundBf16(si) * u[i]);
-        const bool near_tie = RoundBf16(si * (1 + 16 * kU32)) != RoundBf16(si * (1 - 16 * kU32));
-        tol[i] = near_tie ? 4 * kU * std::fabs(sw[i]) + 1e-30f : 0.0f;
+        tol[i] = NearBf16Tie(si, 16) ? 4 * kU * std::fabs(sw[i]) + 1e-30f : 0.0f;
       }
       DevTensor dg = Input(g, rows, cols, cols + 3), du = Input(u, rows, cols, cols + 8);
       DevTensor out = NewTensor(rows, cols, DType::kBF16, cols + 1);

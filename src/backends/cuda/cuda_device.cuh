@@ -102,6 +102,12 @@ __device__ __forceinline__ uint16_t F32ToBf16(float f) {
 __device__ __forceinline__ float RoundBf16(float f) {
   return Bf16ToF32(F32ToBf16(f));
 }
+// silu(g) = g / (1 + e^-g) as HF's bf16 act_fn stores it: computed in f32, rounded to bf16. For g -> -inf
+// the quotient goes to -0, for g -> +inf to g. expf, not __expf: the fast one's error grows with |g| (about
+// 2 + 1.16 |g| ulp).
+__device__ __forceinline__ float SiluBf16(float g) {
+  return RoundBf16(g / (1.0f + expf(-g)));
+}
 __device__ __forceinline__ float F16ToF32(uint16_t h) {
   return __half2float(__ushort_as_half(h));
 }

@@ -149,9 +149,8 @@ __device__ __forceinline__ void StoreOut(const GemvArgs& a, const GemvSeg& sg, i
       *o = F32ToBf16(Bf16ToF32(*o) + Bf16ToF32(F32ToBf16(v)));
       break;
     case GemvEpilogue::kSwiGlu: {
-      // As SwiGluKernel: bf16(silu(g)) * u from the bf16-rounded products (expf, see elementwise.cu).
-      const float g = RoundBf16(v), u = RoundBf16(vu * a.up.scale);
-      *o = F32ToBf16(RoundBf16(g / (1.0f + expf(-g))) * u);
+      // As SwiGluKernel, from the bf16-rounded products.
+      *o = F32ToBf16(SiluBf16(RoundBf16(v)) * RoundBf16(vu * a.up.scale));
       break;
     }
   }
