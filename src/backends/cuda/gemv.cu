@@ -10,8 +10,9 @@
 //   - each thread issues all loads of kUnroll units x RPT rows before it uses any (several loads in flight);
 //   - each activation row is read with 16-byte loads from L1/L2 and reused across the RPT rows held in
 //     registers, which keeps L1 traffic below the DRAM stream when T grows;
-//   - G is chosen so that each thread runs about GemvIters() loop iterations: for bf16 one, so K = 4096
-//     gives G = 128 (2 rows per 256-thread block) and K = 14336 G = 256.
+//   - G is chosen so that each thread runs about GemvIters() loop iterations, within 32..256: for bf16 one,
+//     which the cap raises at one token row (4 rows of one unit per iteration: K = 4096 gives G = 256 and
+//     two iterations, one row group of 4 rows per 256-thread block; K = 14336 seven iterations).
 // The partial sums of a group are reduced with warp shuffles and, when G > 32, shared memory.
 //
 // One launch can do more than one product over the same x (GemvPart, GemvEpilogue), which saves the
