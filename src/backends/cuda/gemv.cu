@@ -69,16 +69,20 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Per-thread loop iterations the group size aims at (see the file comment): 1 for the 16-bit and f32
-// weights, 4 for the others (measured on an H200 at the 7B shapes, cuda_kernels --gemv); HYMT_GEMV_ITERS
-// overrides both.
-int GemvIters(DType t) {
+// Per-thread loop iterations the group size aims at (see the file comment) for `rows` token rows: 1 for the
+// 16-bit and f32 weights; for the others 4 (kernel lab, cuda_kernels --gemv), and 8 at one token row. At
+// the 7B shape 8 changes only the down projection (K = 14336): q4_k and q6_k take one warp per row group
+// (G = 32: 16-row blocks, a warp-only reduction) instead of 64 threads, q8_0 64 instead of 128. Batch-1
+// decode on an H200, same calls: q4_k_m graph 2.076-2.079 ms a step against 2.132, q8_0 2.802-2.803
+// against 2.833-2.839 (docs/BENCHMARKS.md). HYMT_GEMV_ITERS overrides every case.
+int GemvIters(DType t, int64_t rows) {
   static const int env = [] {
     const int v = EnvInt("HYMT_GEMV_ITERS", 0);
     return v >= 1 && v <= 64 ? v : 0;
   }();
   if (env > 0) return env;
-  return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32 ? 1 : 4;
+  if (t == DType::kBF16 || t == DType::kF16 || t == DType::kF32) return 1;
+  return rows == 1 ? 8 : 4;
 }
 
 struct GemvSeg {
@@ -647,7 +651,7 @@ template <int RPT, int kUnitElems, int kUnroll>
 GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                int64_t* blocks) {
   const int units = static_cast<int>(parts[0].w.cols / kUnitElems);
-  const int want = units / (GemvIters(parts[0].w.dtype) * kUnroll);
+  const int want = units / (GemvIters(parts[0].w.dtype, x.rows) * kUnroll);
   int group = 32;
   while (group < kThreads && group < want) group *= 2;
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
