@@ -73,7 +73,7 @@ constexpr int kThreads = 256;
 // 16-bit and f32 weights; for the others 4 (kernel lab, cuda_kernels --gemv), and 8 at one token row. At
 // the 7B shape 8 changes only the down projection (K = 14336): q4_k and q6_k take one warp per row group
 // (G = 32: 16-row blocks, a warp-only reduction) instead of 64 threads, q8_0 64 instead of 128. Batch-1
-// decode on an H200, same calls: q4_k_m graph 2.076-2.079 ms a step against 2.132, q8_0 2.802-2.803
+// decode on an H200, same calls: q4_k_m graph 2.076-2.079 ms a step against 2.128-2.132, q8_0 2.802-2.803
 // against 2.833-2.839 (docs/BENCHMARKS.md). HYMT_GEMV_ITERS overrides every case.
 int GemvIters(DType t, int64_t rows) {
   static const int env = [] {
