@@ -30,6 +30,10 @@ struct RunStats {
   double seconds = 0;             // submit -> last sequence done
   double first_token_seconds = 0;  // submit -> first token of the first sequence (TTFT at batch 1)
   double decode_tok_s = 0;        // tokens after each sequence's first, over the decode phase
+  // Tokens per second while every sequence decodes: from the last sequence's first token to the first
+  // sequence's end (0 when that window is empty, e.g. one sequence). No prefill runs in that window.
+  double full_batch_tok_s = 0;
+  double full_batch_seconds = 0;
   int64_t generated = 0;
   int64_t prompt_tokens = 0;
 };
@@ -42,6 +46,9 @@ RunStats RunBatch(Engine& engine, int32_t vocab, int seqs, int prompt, int gen, 
   std::condition_variable cv;
   int done = 0;
   Clock::time_point first_token_any{}, end{};  // under mu
+  Clock::time_point all_started{}, first_done{};  // under mu: the full-batch window
+  int64_t total = 0, total_at_all_started = -1, total_at_first_done = -1;
+  int started = 0;
   bool any_token = false;
   std::vector<int64_t> counts(seqs, 0);
   const auto t0 = Clock::now();
@@ -54,16 +61,24 @@ RunStats RunBatch(Engine& engine, int32_t vocab, int seqs, int prompt, int gen, 
     g.on_token = [&, s](int32_t) {
       std::lock_guard<std::mutex> lock(mu);
       auto now = Clock::now();
+      ++total;
       if (counts[s]++ == 0) {
         if (!any_token) first_token_any = now;
         any_token = true;
+        if (++started == seqs) {
+          all_started = now;
+          total_at_all_started = total;
+        }
       }
       return true;
     };
     g.on_done = [&](const GenerationResult&) {
       std::lock_guard<std::mutex> lock(mu);
-      ++done;
       end = Clock::now();
+      if (done++ == 0) {
+        first_done = end;
+        total_at_first_done = total;
+      }
       cv.notify_all();
     };
     engine.Submit(std::move(g));
@@ -81,6 +96,11 @@ RunStats RunBatch(Engine& engine, int32_t vocab, int seqs, int prompt, int gen, 
   int64_t after = 0;
   for (int64_t c : counts) after += std::max<int64_t>(0, c - 1);
   r.decode_tok_s = static_cast<double>(after) / std::max(1e-9, secs(end - first_token_any));
+  if (seqs > 1 && total_at_all_started >= 0 && total_at_first_done > total_at_all_started) {
+    r.full_batch_seconds = secs(first_done - all_started);
+    if (r.full_batch_seconds > 0)
+      r.full_batch_tok_s = static_cast<double>(total_at_first_done - total_at_all_started) / r.full_batch_seconds;
+  }
   return r;
 }
 
@@ -196,6 +216,7 @@ int RunBench(int argc, char** argv) {
   std::printf("%-22s %12s %12s %12s %14s\n", "decode run", "decode tok/s", "of roofline", "all-in tok/s",
               "first token");
   std::string step_split;
+  std::string full_batch;  // the batch runs' rate while all their sequences decode
   double batch1_tok_s = 0;
   for (int b : batches) {
     const EngineStats before = engine.stats();
@@ -238,9 +259,18 @@ int RunBench(int argc, char** argv) {
     j.Set("total_generated_tok_s", Json(static_cast<double>(r.generated) / r.seconds));
     j.Set("first_token_seconds", Json(r.first_token_seconds));
     if (b == 1) j.Set("fraction_of_roofline", Json(frac));
+    if (r.full_batch_tok_s > 0) {
+      j.Set("full_batch_tok_s", Json(r.full_batch_tok_s));
+      full_batch += StrCat("  ", b, " sequences: ", FormatFixed(r.full_batch_tok_s, 2), " tok/s over ",
+                           FormatFixed(r.full_batch_seconds, 2), " s\n");
+    }
     decode.Push(std::move(j));
   }
   out.Set("decode", std::move(decode));
+  if (!full_batch.empty())
+    std::printf("decode while every sequence of a run decodes (no prefill in the window: from the last\n"
+                "sequence's first token to the first sequence's end):\n%s",
+                full_batch.c_str());
   if (!step_split.empty()) std::printf("%s\n", step_split.c_str());
 
   // Prefill: many sequences of plen tokens, one new token each (the logits of the last position).

@@ -786,7 +786,7 @@ void CheckAttention(Ops& ops, const AttentionCase& c, std::mt19937& rng) {
 
 TEST_P(CpuOpsTest, KvWriteAndAttention) {
   for (DType kv : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
-    for (int group : {1, 2, 4}) {
+    for (int group : {1, 2, 4, 8}) {
       for (int head_dim : {32, 40, 128}) {
         if (kv == DType::kQ8_0 && head_dim % 32 != 0) continue;
         for (int page_size : {16, 5}) CheckAttention(*ops_, {kv, 2, group, head_dim, page_size}, rng_);

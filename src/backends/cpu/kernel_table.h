@@ -97,11 +97,11 @@ struct AttentionTask {
   DType kv_dtype = DType::kF32;
 };
 // Floats of scratch one attention task needs: per query head one page of scores, the accumulators and
-// the running max and sum; then one page of K and V converted to f32.
+// the running max and sum.
 inline size_t AttentionScratchFloats(int group, int head_dim, int page_size) {
   const size_t g = static_cast<size_t>(group), hd = static_cast<size_t>(head_dim),
                ps = static_cast<size_t>(page_size);
-  return g * (ps + hd + 2) + 2 * ps * hd;
+  return g * (ps + hd + 2);
 }
 
 struct KernelTable {

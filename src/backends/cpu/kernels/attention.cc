@@ -42,18 +42,6 @@ inline VF LoadKvPartial(const uint8_t* row, int i, int n) {
   if constexpr (T == DType::kQ8_0) return LoadKv<T>(row, i);
 }
 
-// One cached row as f32 (head_dim values).
-template <DType T>
-inline void RowToF32(const uint8_t* row, int hd, float* out) {
-  for (int i = 0; i < hd; i += kLanes) {
-    if (i + kLanes <= hd) {
-      Store(out + i, LoadKv<T>(row, i));
-    } else {
-      StorePartial(out + i, LoadKvPartial<T>(row, i, hd - i), hd - i);
-    }
-  }
-}
-
 // The positions of one page of one head: kLanes values of position j from element i, as f32.
 template <DType S>
 struct PageRows {
@@ -92,8 +80,7 @@ inline void ReduceEach(const VF* v, float* out) {
 #endif
 }
 
-// Scratch layout: scores [group][page_size], acc [group][head_dim], max [group], sum [group], then the
-// page's K and V as f32 [page_size][head_dim] each.
+// Scratch layout: scores [group][page_size], acc [group][head_dim], max [group], sum [group].
 template <DType T, int kGroup>
 void AttendTyped(const AttentionTask& t, float* scratch) {
   const int group = kGroup > 0 ? kGroup : t.group;
@@ -101,13 +88,13 @@ void AttendTyped(const AttentionTask& t, float* scratch) {
   // Register budget of the V accumulators: half the vector registers, at most 8 vectors per head.
   constexpr int kG = kGroup > 0 ? kGroup : 8;
   constexpr int kSlice = Max(1, Min(8, kVectorRegisters / 2 / kG));
-  constexpr DType S = T == DType::kQ8_0 ? DType::kF32 : T;  // the type the page loops read
+  // Positions per score tile (0: no tile); the tile's kLanes accumulators are kGroup heads x kTileP.
+  // Not for f32 rows: there is nothing to widen, and from memory the untiled walk read them 4-5% faster.
+  constexpr int kTileP = T != DType::kF32 && kGroup > 0 && kLanes % kGroup == 0 ? kLanes / kGroup : 0;
   float* scores = scratch;
   float* acc = scores + static_cast<size_t>(group) * ps;
   float* run_max = acc + static_cast<size_t>(group) * hd;
   float* run_sum = run_max + group;
-  float* k_conv = run_sum + group;  // [page_size][head_dim] each, for the q8_0 cache
-  float* v_conv = k_conv + static_cast<size_t>(ps) * hd;
   for (int g = 0; g < group; ++g) {
     run_max[g] = -__builtin_inff();
     run_sum[g] = 0.0f;
@@ -119,34 +106,57 @@ void AttendTyped(const AttentionTask& t, float* scratch) {
     const size_t page_offset =
         static_cast<size_t>(t.pages[pi]) * t.page_bytes + static_cast<size_t>(t.kv_head) * t.head_bytes;
     const int np = Min(ps, t.n_positions - pi * ps);
-    // The next page's K and V into L2 while this one is computed (pages are scattered, so the hardware
-    // prefetcher cannot guess them).
+    // This page's K and V into L1 (tiled walks) and the next page's into L2 while this one is computed
+    // (pages are scattered, so the hardware prefetcher cannot guess them). The score tiles below walk a
+    // few rows at a time, fewer lines in flight than one row per lane; asking for the whole page first
+    // keeps its misses overlapped (from memory, f16 and bf16 ran 10-20% faster with it).
+    if constexpr (kTileP > 0)
+      for (size_t off = 0; off < t.head_bytes; off += 64) {
+        __builtin_prefetch(t.k_pool + page_offset + off, 0, 3);
+        __builtin_prefetch(t.v_pool + page_offset + off, 0, 3);
+      }
     if (pi + 1 < n_pages) {
-      const size_t next = static_cast<size_t>(t.pages[pi + 1]) * t.page_bytes + static_cast<size_t>(t.kv_head) * t.head_bytes;
+      const size_t next =
+          static_cast<size_t>(t.pages[pi + 1]) * t.page_bytes + static_cast<size_t>(t.kv_head) * t.head_bytes;
       for (size_t off = 0; off < t.head_bytes; off += 64) {
         __builtin_prefetch(t.k_pool + next + off, 0, 2);
         __builtin_prefetch(t.v_pool + next + off, 0, 2);
       }
     }
-    // f32, f16 and bf16 rows are widened as they are loaded (cheap); q8_0 rows are decoded to f32 once
-    // per page, so that the block-scale work is not repeated for every query head of the group.
-    PageRows<S> kr{t.k_pool + page_offset, t.position_bytes}, vr{t.v_pool + page_offset, t.position_bytes};
-    if constexpr (T != S) {
-      for (int j = 0; j < np; ++j) {
-        RowToF32<T>(t.k_pool + page_offset + j * t.position_bytes, hd, k_conv + static_cast<size_t>(j) * hd);
-        RowToF32<T>(t.v_pool + page_offset + j * t.position_bytes, hd, v_conv + static_cast<size_t>(j) * hd);
+    // Rows are widened to f32 as they are loaded (q8_0: times the block's scale), each once per tile.
+    const PageRows<T> kr{t.k_pool + page_offset, t.position_bytes}, vr{t.v_pool + page_offset, t.position_bytes};
+    // Scores of this page, q_g . k_j * scale. With a fixed group that divides kLanes (4 of 16 on the 7B
+    // and 1.8B with AVX-512), kTileP positions x the group's heads at a time: each K vector is loaded (and
+    // widened) once for every head, and the kLanes dot-product vectors are reduced together (ReduceEach).
+    // Otherwise kLanes positions of one head at a time. Either way each score is the same FMA chain over
+    // head_dim and the same reduction tree.
+    int j_tiled = 0;
+    if constexpr (kTileP > 0) {
+      if (hd % kLanes == 0) {
+        for (; j_tiled + kTileP <= np; j_tiled += kTileP) {
+          VF dot[kLanes];  // dot[g * kTileP + p]: head g against position j_tiled + p
+          for (int d = 0; d < kLanes; ++d) dot[d] = Zero();
+          for (int i = 0; i < hd; i += kLanes) {
+            VF kv[kTileP];
+            for (int p = 0; p < kTileP; ++p) kv[p] = kr.At(j_tiled + p, i);
+            for (int g = 0; g < kGroup; ++g) {
+              const VF qv = Load(t.q + static_cast<size_t>(g) * hd + i);
+              for (int p = 0; p < kTileP; ++p) dot[g * kTileP + p] = Fma(kv[p], qv, dot[g * kTileP + p]);
+            }
+          }
+          alignas(64) float sums[kLanes];
+          ReduceEach(dot, sums);
+          Store(sums, Mul(Load(sums), Set1(t.scale)));
+          for (int g = 0; g < kGroup; ++g)
+            for (int p = 0; p < kTileP; ++p) scores[g * ps + j_tiled + p] = sums[g * kTileP + p];
+        }
       }
-      kr = {reinterpret_cast<const uint8_t*>(k_conv), hd * sizeof(float)};
-      vr = {reinterpret_cast<const uint8_t*>(v_conv), hd * sizeof(float)};
     }
-
-    // Scores of this page, q_g . k_j * scale. kLanes positions at a time: their dot-product vectors
-    // are reduced together (ReduceEach); q_g's vectors are loaded once per kLanes positions.
     for (int g = 0; g < group; ++g) {
       const float* qg = t.q + static_cast<size_t>(g) * hd;
       float* sg = scores + g * ps;
-      int j = 0;
-      if (hd % kLanes == 0) {
+      int j = j_tiled;
+      if (kTileP == 0 && hd % kLanes == 0) {
         for (; j + kLanes <= np; j += kLanes) {
           VF dot[kLanes];
           for (int jj = 0; jj < kLanes; ++jj) dot[jj] = Zero();
@@ -173,7 +183,13 @@ void AttendTyped(const AttentionTask& t, float* scratch) {
     for (int g = 0; g < group; ++g) {
       float* s = scores + g * ps;
       float page_max = s[0];
-      for (int j = 1; j < np; ++j) page_max = Max(page_max, s[j]);
+      if (np % kLanes == 0) {
+        VF m = Load(s);
+        for (int j = kLanes; j < np; j += kLanes) m = MaxV(m, Load(s + j));
+        page_max = ReduceMax(m);
+      } else {
+        for (int j = 1; j < np; ++j) page_max = Max(page_max, s[j]);
+      }
       const float new_max = Max(run_max[g], page_max);
       const float correction = Exp(run_max[g] - new_max);  // 0 on the first page (exp(-inf))
       run_max[g] = new_max;
