@@ -83,6 +83,8 @@ struct XorShift {
     s ^= s << 17;
     return s;
   }
+  // A value in [-1, 1] in steps of 1/1000 (activations, queries, cache rows).
+  float NextSigned() { return static_cast<float>(static_cast<int64_t>(Next() % 2001) - 1000) / 1000.0f; }
 };
 
 struct AlignedBytes {
@@ -322,7 +324,7 @@ MatMulResult BenchMatMul(Ops& ops, DType t, const Shape& s, int gemv_calls, int 
 
   const int64_t max_tokens = 64;
   std::vector<float> x(max_tokens * s.k), out(max_tokens * s.n);
-  for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(rng.Next() % 2001) - 1000) / 1000.0f;
+  for (auto& v : x) v = rng.NextSigned();
   // Each copy as the engine runs it: PrepareWeight packs q8_0 / q4_k / q6_k on AVX-512 (the packed
   // copies take as much memory again).
   std::vector<Weight> prepared(copies);
@@ -372,7 +374,7 @@ double GemvComputeGbs(const cpu::KernelTable& k, DType t) {
   XorShift rng;
   FillWeight(t, w.data(), row_bytes * n, rng);
   std::vector<float> x(kk), out(n);
-  for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(rng.Next() % 2001) - 1000) / 1000.0f;
+  for (auto& v : x) v = rng.NextSigned();
   cpu::MatMulArgs a;
   a.x = x.data();
   a.x_stride = kk;
@@ -430,7 +432,7 @@ Stats BenchAttention(Ops& ops, DType kv_type, int context, int calls) {
   fill.page_size = page;
   fill.AddSeq(context + 1, 0, table);
   std::vector<float> kv_rows(static_cast<size_t>(context + 1) * n_kv * hd);
-  for (auto& x : kv_rows) x = static_cast<float>(static_cast<int64_t>(rng.Next() % 2001) - 1000) / 1000.0f;
+  for (auto& x : kv_rows) x = rng.NextSigned();
   Tensor rows{kv_rows.data(), DType::kF32, context + 1, n_kv * hd, n_kv * hd, {}};
   ops.BeginStep(fill);
   for (int l = 0; l < layers; ++l) {
@@ -468,7 +470,7 @@ double AttentionComputeNs(const cpu::KernelTable& k, DType kv, int context) {
   XorShift rng;
   std::vector<float> row(hd);
   auto fill = [&](uint8_t* dst) {
-    for (auto& v : row) v = static_cast<float>(static_cast<int64_t>(rng.Next() % 2001) - 1000) / 1000.0f;
+    for (auto& v : row) v = rng.NextSigned();
     k.convert_from_f32(kv, row.data(), dst, hd);
   };
   for (int p = 0; p < pages * ps; ++p) {
@@ -478,7 +480,7 @@ double AttentionComputeNs(const cpu::KernelTable& k, DType kv, int context) {
   std::vector<int32_t> table(pages);
   for (int i = 0; i < pages; ++i) table[i] = i;
   std::vector<float> q(group * hd), out(group * hd), scratch(cpu::AttentionScratchFloats(group, hd, ps));
-  for (auto& v : q) v = static_cast<float>(static_cast<int64_t>(rng.Next() % 2001) - 1000) / 1000.0f;
+  for (auto& v : q) v = rng.NextSigned();
   cpu::AttentionTask t;
   t.q = q.data();
   t.out = out.data();

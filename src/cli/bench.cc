@@ -48,8 +48,7 @@ RunStats RunBatch(Engine& engine, int32_t vocab, int seqs, int prompt, int gen, 
   Clock::time_point first_token_any{}, end{};  // under mu
   Clock::time_point all_started{}, first_done{};  // under mu: the full-batch window
   int64_t total = 0, total_at_all_started = -1, total_at_first_done = -1;
-  int started = 0;
-  bool any_token = false;
+  int started = 0;  // sequences with a first token
   std::vector<int64_t> counts(seqs, 0);
   const auto t0 = Clock::now();
   for (int s = 0; s < seqs; ++s) {
@@ -63,8 +62,7 @@ RunStats RunBatch(Engine& engine, int32_t vocab, int seqs, int prompt, int gen, 
       auto now = Clock::now();
       ++total;
       if (counts[s]++ == 0) {
-        if (!any_token) first_token_any = now;
-        any_token = true;
+        if (started == 0) first_token_any = now;
         if (++started == seqs) {
           all_started = now;
           total_at_all_started = total;
