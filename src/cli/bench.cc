@@ -323,8 +323,11 @@ int RunBench(int argc, char** argv) {
     const EngineStats st = engine.stats();
     out.Set("graph_replays", Json(st.graph_replays));
     out.Set("graph_captures", Json(st.graph_captures));
-    std::printf("%-22s %12lld replayed, %lld captured\n", "CUDA graph steps", static_cast<long long>(st.graph_replays),
-                static_cast<long long>(st.graph_captures));
+    out.Set("lookahead_steps", Json(st.lookahead_steps));
+    out.Set("lookahead_discarded", Json(st.lookahead_discarded));
+    std::printf("%-22s %12lld replayed (%lld launched ahead of their tokens, %lld of those discarded), %lld captured\n",
+                "CUDA graph steps", static_cast<long long>(st.graph_replays), static_cast<long long>(st.lookahead_steps),
+                static_cast<long long>(st.lookahead_discarded), static_cast<long long>(st.graph_captures));
     if (used >= 0) {
       out.Set("device_process_bytes", Json(used));
       out.Set("device_kv_bytes", Json(st.kv_bytes_total));

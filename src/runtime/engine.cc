@@ -1,8 +1,10 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <set>
 
 #include "core/half.h"
@@ -32,6 +34,13 @@ struct Engine::Graphs {
   CudaOps* cuda = nullptr;
   std::map<int32_t, Entry> by_batch;
   uint64_t clock = 0;
+  // A decode step launched before the previous one's tokens were read (Engine::LaunchAhead).
+  struct Ahead {
+    std::vector<uint64_t> seqs;     // its sequences, in the step's order
+    std::vector<int32_t> n_cached;  // each one's cached tokens when it runs (the fed token's position)
+    int ticket = -1;                // its greedy ids (CudaOps::LaunchGreedy)
+  };
+  std::optional<Ahead> ahead;
 #endif
   static constexpr int32_t kGraphPageQuantum = 64;
 };
@@ -122,6 +131,8 @@ Engine::Engine(std::shared_ptr<const HunyuanModel> model, Placement placement, E
       graphs_->cuda = cuda;
     }
   }
+  if (const char* env = std::getenv("HYMT_LOOKAHEAD"); env != nullptr && std::string(env) == "0")
+    options_.cuda_lookahead = false;
 #endif
 
   thread_ = std::thread([this] { Loop(); });
@@ -198,6 +209,8 @@ EngineStats Engine::stats() const {
   s.preemptions = stat_preemptions_.load();
   s.graph_replays = stat_graph_replays_.load();
   s.graph_captures = stat_graph_captures_.load();
+  s.lookahead_steps = stat_lookahead_.load();
+  s.lookahead_discarded = stat_lookahead_discarded_.load();
   s.step_ns = stat_step_ns_.load();
   s.forward_issue_ns = stat_forward_ns_.load();
   s.select_ns = stat_select_ns_.load();
@@ -238,8 +251,18 @@ void Engine::Loop() {
       // A failed step (a device error, an allocation the plan should have prevented) ends the sequences
       // in it; the engine itself stays up for the next requests.
       HYMT_LOG_ERROR("engine step failed: ", e.what());
+      try {
+        DropAhead();
+      } catch (const std::exception& drop) {
+        HYMT_LOG_ERROR("engine: a step launched ahead failed too: ", drop.what());
+      }
       while (!running_.empty()) Finish(*running_.front(), FinishReason::kError, e.what());
     }
+  }
+  try {
+    DropAhead();
+  } catch (const std::exception& e) {
+    HYMT_LOG_ERROR("engine: a step launched ahead failed: ", e.what());
   }
   // Cancel whatever is left.
   while (!running_.empty()) Finish(*running_.front(), FinishReason::kCancelled);
@@ -407,7 +430,10 @@ void Engine::Step() {
   }
 
   Admit();
-  if (running_.empty()) return;
+  if (running_.empty()) {
+    DropAhead();
+    return;
+  }
 
   // Plan the step: every decoding sequence gets one row (oldest first), then prompt chunks fill the
   // rest of the row budget. A decode that needs a page nobody has preempts the newest sequence.
@@ -454,10 +480,24 @@ void Engine::Step() {
     budget -= static_cast<int32_t>(chunk);
   }
   stat_pages_used_.store(pool.used());
-  if (plan.empty()) return;
+  if (plan.empty()) {
+    DropAhead();
+    return;
+  }
 
   const auto t0 = Clock::now();
-  RunForward(plan, rows);
+  // A step launched ahead by the previous one is this step when nothing changed since; otherwise it is
+  // waited for and forgotten, and this step runs as planned.
+  [[maybe_unused]] int ticket = -1;  // greedy ids still on the device (CudaOps::LaunchGreedy)
+  if (AheadMatches(plan, rows)) {
+#ifdef HYMT_HAVE_CUDA
+    ticket = graphs_->ahead->ticket;
+    graphs_->ahead.reset();
+#endif
+  } else {
+    DropAhead();
+    RunForward(plan, rows);
+  }
   const auto t_issued = Clock::now();
   stat_steps_.fetch_add(1);
 
@@ -481,8 +521,28 @@ void Engine::Step() {
   }
   std::vector<int32_t> next(sampling.size());
   const auto t_select = Clock::now();
-  if (!sampling.empty())
+#ifdef HYMT_HAVE_CUDA
+  // Greedy rows on a graphed device: the argmax starts without waiting, so that the next step can be
+  // launched on its ids before they reach the host.
+  if (ticket < 0 && graphs_ != nullptr && options_.cuda_lookahead && !sampling.empty() &&
+      (logits_.dtype == DType::kBF16 || logits_.dtype == DType::kF32) &&
+      std::all_of(specs.begin(), specs.end(), [](const SampleSpec& sp) {
+        return sp.temperature <= 0 && (sp.repetition_penalty == 1.0f || sp.history.empty());
+      }))
+    ticket = graphs_->cuda->LaunchGreedy(logits_.Rows(0, static_cast<int64_t>(sampling.size())), n_valid);
+  if (ticket >= 0) {
+    try {
+      if (sampling.size() == plan.size()) LaunchAhead(plan, ticket, n_valid);
+    } catch (...) {
+      graphs_->cuda->CollectGreedy(ticket, next);  // the ticket is not left outstanding
+      throw;
+    }
+    graphs_->cuda->CollectGreedy(ticket, next);
+  } else
+#endif
+  if (!sampling.empty()) {
     placement_.head->SampleTokens(logits_.Rows(0, static_cast<int64_t>(sampling.size())), specs, n_valid, next);
+  }
   const auto t_selected = Clock::now();
   auto ns = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
   stat_forward_ns_.fetch_add(ns(t_issued - t0));
@@ -534,6 +594,92 @@ void Engine::Step() {
     stat_rate_.store(prev == 0 ? rate : 0.8 * prev + 0.2 * rate);
   }
   stat_pages_used_.store(pool.used());
+}
+
+void Engine::LaunchAhead(const std::vector<Sequence*>& plan, int ticket, int32_t n_valid) {
+#ifdef HYMT_HAVE_CUDA
+  // Only when the next step's batch is already known: every running sequence decodes in this step,
+  // and nothing waits to be admitted or cancelled.
+  if (graphs_ == nullptr || !options_.cuda_lookahead || plan.size() != running_.size()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (n_pending_ > 0 || !cancel_requests_.empty()) return;
+  }
+  const int32_t key = static_cast<int32_t>(plan.size());
+  auto it = graphs_->by_batch.find(key);
+  if (it == graphs_->by_batch.end()) return;
+  PagePool& pool = kv_->pages();
+  for (const Sequence* s : plan) {
+    // This step's token is s->tokens.size(); a sequence whose length ends it with that token is done.
+    if (s->n_cached != static_cast<int32_t>(s->tokens.size()) ||
+        static_cast<int32_t>(s->generated.size()) + 1 >= s->req.max_new_tokens ||
+        static_cast<int32_t>(s->tokens.size()) + 1 >= options_.max_context)
+      return;
+  }
+  for (Sequence* s : plan)
+    if (!pool.Reserve(s->pages, s->n_cached + 2)) return;  // pages are reserved, never preempted, here
+  StepBatch batch;
+  batch.page_size = options_.page_size;
+  std::vector<int32_t> ids, logit_rows, padded;
+  Graphs::Ahead ahead;
+  for (const Sequence* s : plan) {
+    const int64_t pages_needed = pool.PagesFor(s->n_cached + 1);
+    const int64_t q = Graphs::kGraphPageQuantum;
+    padded.assign(s->pages.begin(), s->pages.begin() + pages_needed);
+    padded.resize(static_cast<size_t>((pages_needed + q - 1) / q * q), padded.back());
+    logit_rows.push_back(batch.n_rows());
+    batch.AddSeq(1, s->n_cached, padded);
+    ids.push_back(s->tokens.back());  // a valid id in the right place; the device writes the real one
+    ahead.seqs.push_back(s->id);
+    ahead.n_cached.push_back(s->n_cached);
+  }
+  CudaOps& cuda = *graphs_->cuda;
+  const std::span<const int32_t> args[] = {ids, logit_rows};
+  const auto t_fast = Clock::now();
+  if (!cuda.FastReplay(*it->second.graph, batch, args, ticket)) return;
+  it->second.last_use = ++graphs_->clock;
+  ahead.ticket = cuda.LaunchGreedy(logits_.Rows(0, key), n_valid);
+  graphs_->ahead = std::move(ahead);
+  stat_graph_launch_ns_.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t_fast).count());
+  stat_graph_replays_.fetch_add(1);
+  stat_lookahead_.fetch_add(1);
+#else
+  (void)plan;
+  (void)ticket;
+  (void)n_valid;
+#endif
+}
+
+bool Engine::AheadMatches(const std::vector<Sequence*>& plan, const std::vector<int32_t>& rows) const {
+#ifdef HYMT_HAVE_CUDA
+  if (graphs_ == nullptr || !graphs_->ahead) return false;
+  const Graphs::Ahead& a = *graphs_->ahead;
+  if (a.seqs.size() != plan.size()) return false;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Sequence& s = *plan[i];
+    // The fed token is the one the host appended last (the same argmax result).
+    if (s.id != a.seqs[i] || rows[i] != 1 || s.n_cached != a.n_cached[i] ||
+        static_cast<int32_t>(s.tokens.size()) != s.n_cached + 1)
+      return false;
+  }
+  return true;
+#else
+  (void)plan;
+  (void)rows;
+  return false;
+#endif
+}
+
+void Engine::DropAhead() {
+#ifdef HYMT_HAVE_CUDA
+  if (graphs_ == nullptr || !graphs_->ahead) return;
+  const Graphs::Ahead a = std::move(*graphs_->ahead);
+  graphs_->ahead.reset();
+  std::vector<int32_t> unused(a.seqs.size());
+  stat_lookahead_discarded_.fetch_add(1);
+  graphs_->cuda->CollectGreedy(a.ticket, unused);
+#endif
 }
 
 void Engine::TransferRows(Ops& from, const Tensor& src, Ops& to, Tensor dst) {

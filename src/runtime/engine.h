@@ -75,6 +75,12 @@ struct EngineOptions {
   // Decode-only steps on one CUDA device (the whole model resident there) replay a captured CUDA graph
   // per batch size instead of launching every kernel from the host.
   bool cuda_graphs = true;
+  // Greedy decode-only graph steps launch the next step before this one's tokens reach the host: its
+  // token ids go from this step's argmax to its embedding on the device, so the host's work between two
+  // steps (reading the tokens, callbacks, staging the next step) overlaps the GPU's. When the next step
+  // turns out different (a sequence ended, another arrived, a cancellation), the step launched ahead is
+  // discarded and its rows computed again. The environment variable HYMT_LOOKAHEAD=0 turns it off.
+  bool cuda_lookahead = true;
 };
 
 class LayerStreamer;
@@ -100,6 +106,8 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t graph_replays = 0;       // decode steps that replayed a CUDA graph
   int64_t graph_captures = 0;      // decode steps captured into a new graph
+  int64_t lookahead_steps = 0;     // decode steps launched before the previous step's tokens were read
+  int64_t lookahead_discarded = 0; // of those, the ones whose batch changed (their rows ran again)
   // Where the engine thread's time goes (since start, nanoseconds): whole steps, issuing the forward
   // pass (host work; on a GPU the kernels run behind it), and token selection (on a GPU this waits for
   // the step's kernels to finish). Steps minus the two is the host's bookkeeping.
@@ -153,6 +161,13 @@ class Engine {
   // Runs a decode-only step as a CUDA graph; false when it must run eagerly.
   bool ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids, const std::vector<int32_t>& logit_rows);
   void TransferRows(Ops& from, const Tensor& src, Ops& to, Tensor dst);
+  // Lookahead (EngineOptions::cuda_lookahead): launches the step after `plan`'s when nothing can change
+  // it but this step's tokens; `ticket` holds those tokens on the device.
+  void LaunchAhead(const std::vector<Sequence*>& plan, int ticket, int32_t n_valid);
+  // True when the step launched ahead is exactly `plan` (then it has run, or is running, already).
+  bool AheadMatches(const std::vector<Sequence*>& plan, const std::vector<int32_t>& rows) const;
+  // Waits for a step launched ahead and forgets it (its rows are computed again when needed).
+  void DropAhead();
 
   std::shared_ptr<const HunyuanModel> model_;
   Placement placement_;
@@ -178,7 +193,8 @@ class Engine {
 
   std::vector<std::unique_ptr<Sequence>> running_;  // engine thread only
   std::atomic<int64_t> stat_running_{0}, stat_generated_{0}, stat_prompt_{0}, stat_steps_{0},
-      stat_preemptions_{0}, stat_pages_used_{0}, stat_graph_replays_{0}, stat_graph_captures_{0}, stat_step_ns_{0},
+      stat_preemptions_{0}, stat_pages_used_{0}, stat_graph_replays_{0}, stat_graph_captures_{0}, stat_lookahead_{0},
+      stat_lookahead_discarded_{0}, stat_step_ns_{0},
       stat_forward_ns_{0}, stat_select_ns_{0}, stat_graph_launch_ns_{0};
   std::atomic<double> stat_rate_{0};
   std::thread thread_;

@@ -241,6 +241,7 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   eo.max_context = p.max_context;
   eo.n_valid_tokens = m.tokenizer->n_tokens();
   eo.cuda_graphs = o.cuda_graphs;
+  eo.cuda_lookahead = o.cuda_lookahead;
   s->engine_ = std::make_unique<Engine>(placed, placement, eo);
   return s;
 }

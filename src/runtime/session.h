@@ -29,6 +29,7 @@ struct SessionOptions {
   int gpu_layers = -1;    // partial/streamed plans: layers resident on the GPU (-1: the planner's)
   int ring_depth = 0;     // streamed plans: GPU slots for streamed layers (0: the planner's)
   bool cuda_graphs = true;  // decode steps on one CUDA device replay captured graphs (EngineOptions)
+  bool cuda_lookahead = true;  // greedy graph steps launched ahead of their tokens (EngineOptions)
   LoadOptions load;
 };
 

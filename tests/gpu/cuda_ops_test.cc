@@ -1817,6 +1817,98 @@ TEST_F(CudaGraphTest, FastReplayEqualsEager) {
   for (float f : Download(eager.logits.t)) ASSERT_TRUE(std::isfinite(f));
 }
 
+// A fed replay (FastReplay with a LaunchGreedy ticket): the Embed ids come on the device from the argmax
+// of earlier logits that the host has not read yet, with the same results as an eager step given those
+// ids; a row whose logits hold a NaN feeds row 0 of the embedding (the host reads kNonFiniteLogits and
+// discards such a step).
+TEST_F(CudaGraphTest, FedReplayEqualsEager) {
+  const uint64_t seed = NextSeed();
+  SCOPED_TRACE(StrCat("seed ", seed));
+  Rng rng(seed);
+  MakeWeights(rng);
+  std::vector<int32_t> n_past = {5, 40};  // the longest context stays in one split bucket (41-46)
+  std::vector<std::vector<int32_t>> tables = {{0, 1, 2, 3, 4, 5, 6, 7}, {9, 8, 10, 11, 12, 13, 14, 15}};
+  const int rows = 2;
+  Buffers eager = MakeBuffers(rows, 32), graphed = MakeBuffers(rows, 32);
+  History(n_past, tables, rng, eager, graphed);
+  std::vector<int32_t> gather(rows);
+  std::iota(gather.begin(), gather.end(), 0);
+  std::reverse(gather.begin(), gather.end());
+  auto batch_now = [&] {
+    StepBatch b;
+    for (size_t s = 0; s < n_past.size(); ++s) b.AddSeq(1, n_past[s], tables[s]);
+    return b;
+  };
+  auto expect_same = [&] {
+    const std::vector<float> a = Download(eager.logits.t), b = Download(graphed.logits.t);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(a[i])) << i;
+      ASSERT_EQ(a[i], b[i]) << "logit " << i;
+    }
+  };
+  // Step 0 captures, step 1 walks the ops once: the graph may then replay fast.
+  std::unique_ptr<CudaGraph> graph;
+  for (int step = 0; step < 2; ++step) {
+    const std::vector<int32_t> ids = {rng.Int(0, MiniLayer::kVocab - 1), rng.Int(0, MiniLayer::kVocab - 1)};
+    const StepBatch batch = batch_now();
+    Step(batch, ids, eager);
+    if (step == 0) {
+      cuda_->BeginCapture();
+      Step(batch, ids, graphed);
+      graph = cuda_->EndCapture();
+    } else {
+      cuda_->BeginReplay(*graph);
+      Step(batch, ids, graphed);
+      ASSERT_TRUE(cuda_->EndReplay());
+    }
+    expect_same();
+    for (int32_t& p : n_past) p += 1;
+  }
+  // Selector logits whose argmax is the wanted id of each row (NaN everywhere in row 1 at step 4).
+  DevTensor select = NewTensor(rows, MiniLayer::kVocab);
+  const std::vector<int32_t> placeholder = {0, 0};
+  for (int step = 2; step < 6; ++step) {
+    SCOPED_TRACE(StrCat("step ", step));
+    std::vector<int32_t> want = {rng.Int(0, MiniLayer::kVocab - 1), rng.Int(0, MiniLayer::kVocab - 1)};
+    std::vector<float> v(static_cast<size_t>(rows * MiniLayer::kVocab), 0.0f);
+    for (int r = 0; r < rows; ++r) v[static_cast<size_t>(r * MiniLayer::kVocab + want[r])] = 1.0f;
+    const bool nan_row = step == 4;
+    if (nan_row) std::fill(v.begin() + MiniLayer::kVocab, v.end(), std::nanf(""));
+    Upload(v, select.t);
+    const int ticket = cuda_->LaunchGreedy(select.t, MiniLayer::kVocab);
+    const StepBatch batch = batch_now();
+    const std::span<const int32_t> args[] = {placeholder, gather};
+    ASSERT_TRUE(cuda_->FastReplay(*graph, batch, args, ticket));
+    for (int32_t& p : n_past) p += 1;
+    const int second = cuda_->LaunchGreedy(select.t, MiniLayer::kVocab);  // two tickets outstanding
+    std::vector<int32_t> got(rows), again(rows);
+    cuda_->CollectGreedy(ticket, got);
+    cuda_->CollectGreedy(second, again);
+    EXPECT_EQ(got, again);
+    if (nan_row) {
+      EXPECT_EQ(got[1], kNonFiniteLogits);
+      want[1] = 0;  // what the embedding read
+    }
+    EXPECT_EQ(got[0], want[0]);
+    if (!nan_row) {
+      EXPECT_EQ(got, want);
+    }
+    Step(batch, want, eager);
+    expect_same();
+  }
+  // Misuse is an error: a ticket collected twice, a third launch while two are outstanding.
+  std::vector<int32_t> out(rows);
+  const int a = cuda_->LaunchGreedy(select.t, MiniLayer::kVocab);
+  cuda_->CollectGreedy(a, out);
+  EXPECT_THROW(cuda_->CollectGreedy(a, out), Error);
+  const int b = cuda_->LaunchGreedy(select.t, MiniLayer::kVocab);
+  const int c = cuda_->LaunchGreedy(select.t, MiniLayer::kVocab);
+  EXPECT_THROW(cuda_->LaunchGreedy(select.t, MiniLayer::kVocab), Error);
+  cuda_->CollectGreedy(b, out);
+  cuda_->CollectGreedy(c, out);
+}
+
 TEST_F(CudaGraphTest, MisuseInsideCaptureSpoilsTheGraph) {
   Rng rng(NextSeed());
   MakeWeights(rng);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <random>
 #include <string>
@@ -114,6 +115,105 @@ TEST(CudaStreaming, GraphedDecodeMatchesEager) {
   std::printf("[cuda-graphs] %lld decode steps replayed, %lld captured\n", static_cast<long long>(st.graph_replays),
               static_cast<long long>(st.graph_captures));
   EXPECT_GT(st.graph_replays, 10 * st.graph_captures);
+}
+
+// Greedy decode steps launched before the previous step's tokens reach the host (the ids go from one
+// step's argmax to the next step's embedding on the device) give the same tokens as steps launched
+// after them. Steps launched ahead are discarded when the batch changes under them: a sequence that
+// stops on a stop token, requests submitted while others decode; their rows run again.
+TEST(CudaStreaming, LookaheadMatchesSteps) {
+  REQUIRE_GPU();
+  struct Req {
+    int prompt, max_new;
+    int stop_at;  // the stop id: this request's token at that index without stops (-1: none)
+  };
+  const std::vector<Req> first = {{3, 90, -1}, {200, 90, 30}, {30, 12, -1}};
+  const std::vector<Req> second = {{50, 40, -1}, {7, 60, 10}};
+  // Runs the first list at once and the second when request 0 has 20 tokens; the tokens per request.
+  // Both lists are submitted from callbacks on the engine thread (a one-token starter's end, request 0's
+  // 20th token), so every run admits them at the same step.
+  auto run = [&](Engine& engine, const std::vector<int32_t>& stops) {
+    std::mt19937 rng(17);
+    std::uniform_int_distribution<int32_t> tok(3, 999);
+    std::vector<GenerationRequest> reqs;
+    std::vector<std::future<GenerationResult>> results;
+    std::vector<Req> all = first;
+    all.insert(all.end(), second.begin(), second.end());
+    for (size_t i = 0; i < all.size(); ++i) {
+      GenerationRequest r;
+      for (int j = 0; j < all[i].prompt; ++j) r.prompt.push_back(tok(rng));
+      r.max_new_tokens = all[i].max_new;
+      r.sampling = SamplingParams::Greedy();
+      if (stops[i] >= 0) r.stop_ids = {stops[i]};
+      auto promise = std::make_shared<std::promise<GenerationResult>>();
+      results.push_back(promise->get_future());
+      r.on_done = [promise](const GenerationResult& g) { promise->set_value(g); };
+      reqs.push_back(std::move(r));
+    }
+    auto submit_range = [&engine, &reqs](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) engine.Submit(std::move(reqs[i]));
+    };
+    std::promise<void> all_submitted;
+    auto n = std::make_shared<int>(0);
+    reqs[0].on_token = [n, &submit_range, &all_submitted, &first, &all](int32_t) {
+      if (++*n == 20) {
+        submit_range(first.size(), all.size());
+        all_submitted.set_value();
+      }
+      return true;
+    };
+    GenerationRequest starter;
+    starter.prompt = {5};
+    starter.max_new_tokens = 1;
+    starter.sampling = SamplingParams::Greedy();
+    starter.on_done = [&submit_range, &first](const GenerationResult&) { submit_range(0, first.size()); };
+    engine.Submit(std::move(starter));
+    all_submitted.get_future().wait();
+    std::vector<std::vector<int32_t>> out;
+    for (auto& f : results) {
+      GenerationResult g = f.get();
+      EXPECT_NE(g.reason, FinishReason::kError) << g.error;
+      out.push_back(g.tokens);
+    }
+    return out;
+  };
+  SessionOptions off = Options("resident", -1, 0);
+  off.cuda_lookahead = false;
+  SessionOptions on = Options("resident", -1, 0);
+  const size_t n = first.size() + second.size();
+  // The stop ids: tokens the run without stops produced.
+  auto s0 = Session::Open(off);
+  const auto free_run = run(s0->engine(), std::vector<int32_t>(n, -1));
+  std::vector<int32_t> stops(n, -1);
+  std::vector<Req> all = first;
+  all.insert(all.end(), second.begin(), second.end());
+  for (size_t i = 0; i < n; ++i)
+    if (all[i].stop_at >= 0) {
+      ASSERT_GT(free_run[i].size(), static_cast<size_t>(all[i].stop_at));
+      stops[i] = free_run[i][static_cast<size_t>(all[i].stop_at)];
+    }
+  const auto want = run(s0->engine(), stops);
+  EXPECT_EQ(s0->engine().stats().lookahead_steps, 0);
+  auto s1 = Session::Open(on);
+  const auto got = run(s1->engine(), stops);
+  EXPECT_EQ(got, want);
+  for (size_t i = 0; i < n; ++i)
+    if (stops[i] >= 0) EXPECT_LE(want[i].size(), static_cast<size_t>(all[i].stop_at)) << "request " << i;
+  const EngineStats st = s1->engine().stats();
+  std::printf("[cuda-lookahead] %lld steps, %lld launched ahead, %lld discarded\n", static_cast<long long>(st.steps),
+              static_cast<long long>(st.lookahead_steps), static_cast<long long>(st.lookahead_discarded));
+  EXPECT_GT(st.lookahead_steps, st.steps / 2);
+  EXPECT_GE(st.lookahead_discarded, 1);
+  EXPECT_LT(st.lookahead_discarded, st.lookahead_steps / 4);
+
+  // One sequence alone: every decode step after the first few is launched ahead, none is discarded.
+  auto s2 = Session::Open(on);
+  const auto one = Outputs(s2->engine(), {{9, 64}}, 3);
+  auto s3 = Session::Open(off);
+  EXPECT_EQ(one, Outputs(s3->engine(), {{9, 64}}, 3));
+  const EngineStats st2 = s2->engine().stats();
+  EXPECT_GE(st2.lookahead_steps, 55);
+  EXPECT_EQ(st2.lookahead_discarded, 0);
 }
 
 // Layers on the CPU compute in f32 and the GPU in bf16, so a partial plan's tokens may drift from the

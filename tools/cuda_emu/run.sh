@@ -4,6 +4,9 @@
 # the backend's host logic on a machine without a GPU, before spending GPU time.
 #   tools/cuda_emu/run.sh [BUILD_DIR] [gtest args...]     (default BUILD_DIR: build-emu)
 #   tools/cuda_emu/run.sh BUILD_DIR bench                 bench/cuda_kernels.cu --smoke (its control flow)
+#   tools/cuda_emu/run.sh BUILD_DIR engine [gtest args]   tests/gpu/cuda_streaming_test.cc: the engine and
+#       session built with their CUDA paths (graphs, lookahead, streaming) on the stand-in (slow: a tiny
+#       model's decode step takes ~0.5 s; --gtest_filter='*Lookahead*' ran in 2.5 minutes)
 # Address and undefined-behaviour sanitizers are on: out-of-bounds device accesses and misaligned vector
 # loads abort with a report.
 set -euo pipefail
@@ -45,4 +48,15 @@ g++ "${FLAGS[@]}" "${lib_objs[@]}" "${test_objs[@]}" "$B/engine/libhymt_engine.a
 g++ "${FLAGS[@]}" "${lib_objs[@]}" "$bench_obj" "$B/engine/libhymt_engine.a" -lpthread -o "$B/cuda_kernels_emu"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0:detect_leaks=0}
 if [[ "${1:-}" == "bench" ]]; then exec "$B/cuda_kernels_emu" --smoke; fi
+if [[ "${1:-}" == "engine" ]]; then
+  shift
+  # The engine library again, with HYMT_HAVE_CUDA: its CUDA paths call the backend built above.
+  cmake -S . -B "$B/engine-cuda" -G Ninja -DHYMT_CUDA=OFF -DHYMT_SERVER=OFF -DHYMT_TESTS=OFF \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-DHYMT_HAVE_CUDA >/dev/null
+  ninja -C "$B/engine-cuda" hymt_engine >/dev/null
+  g++ "${FLAGS[@]}" -DHYMT_HAVE_CUDA -c tests/gpu/cuda_streaming_test.cc -o "$B/obj/cuda_streaming_test.o"
+  g++ "${FLAGS[@]}" "${lib_objs[@]}" "$B/obj/cuda_streaming_test.o" "$B/obj/tests_test_util.cc.o" \
+    "$B/engine-cuda/libhymt_engine.a" -lgtest -lgtest_main -lpthread -o "$B/hymt_engine_tests_emu"
+  exec "$B/hymt_engine_tests_emu" "$@"
+fi
 exec "$B/hymt_gpu_tests_emu" "$@"

@@ -190,6 +190,7 @@ struct StagingArea {
   size_t capacity = 0;
   size_t used = 0;
   Event done;
+  bool graph_pending = false;  // a graph launch's upload was the latest (eager staging waits for `done`)
 };
 
 // Device top-k sampling's buffers (pinned and device, the same layout): row specs | history tokens |
@@ -235,6 +236,10 @@ class GraphImpl final : public CudaGraph {
   size_t begin_step_words = 0;
   int64_t kv_pages = -1;   // pages of the KV pool the captured ops use (FastReplay checks page ids)
   bool validated = false;  // replayed once through the ops (EndReplay): FastReplay may skip them
+  // The staged bytes of both areas (from offset 0): not part of the graph, Launch uploads them just
+  // before it, so the host may stage the next step as soon as this one's uploads have run.
+  size_t batch_bytes = 0, ops_bytes = 0;
+  bool reads_host = false;  // an op copies from pinned staging inside the graph (CopyFromHost)
 };
 
 // Where each region of a prepared weight goes: region i holds row_bytes[i] per row at base[i] (see the
@@ -608,9 +613,9 @@ class CudaOpsImpl final : public CudaOps {
            static_cast<int64_t>(decode_rows_.size()), static_cast<int64_t>(tiles_[0].size()),
            static_cast<int64_t>(tiles_[1].size()), static_cast<int64_t>(tiles_[2].size()),
            static_cast<int64_t>(tiles_[3].size()), ctx_bucket_});
-    if (!Launching() || off == 0) return;
+    if (mode_ != Mode::kEager || off == 0) return;  // a graph's batch goes up in Launch
     HYMT_CUDA_CHECK(cudaMemcpyAsync(dev, host, off, cudaMemcpyHostToDevice, stream_));
-    if (mode_ == Mode::kEager) HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
+    HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
   }
 
   // ---- ops ----
@@ -876,19 +881,40 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   void SampleGreedy(const Tensor& logits, std::span<const SampleSpec> specs, int32_t n_valid, std::span<int32_t> out) {
-    const OpScope scope(*this);
     HYMT_CUDA_EXPECT(static_cast<int64_t>(specs.size()) == logits.rows && out.size() == specs.size());
-    HYMT_CUDA_EXPECT(n_valid > 0 && n_valid <= logits.cols);
-    const size_t bytes = out.size() * sizeof(int32_t);
-    if (ids_dev_.size() < bytes) {
-      ids_dev_ = DeviceMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids", device_);
-      ids_host_ = PinnedMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids");
+    CollectGreedy(LaunchGreedy(logits, n_valid), out);
+  }
+
+  int LaunchGreedy(const Tensor& logits, int32_t n_valid) override {
+    const OpScope scope(*this);
+    ExpectEager("LaunchGreedy");
+    HYMT_CUDA_EXPECT(logits.dtype == DType::kBF16 || logits.dtype == DType::kF32);
+    HYMT_CUDA_EXPECT(n_valid > 0 && n_valid <= logits.cols && logits.rows > 0);
+    const int ticket = next_greedy_;
+    GreedyIds& g = greedy_[ticket];
+    HYMT_CUDA_EXPECT(!g.pending, "more than two greedy launches outstanding");
+    const size_t bytes = static_cast<size_t>(logits.rows) * sizeof(int32_t);
+    if (g.dev.size() < bytes) {
+      g.dev = DeviceMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids", device_);
+      g.host = PinnedMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids");
     }
     cuda::LaunchArgmaxRows(logits.data, logits.dtype == DType::kF32, logits.rows, logits.stride, n_valid,
-                           static_cast<int32_t*>(ids_dev_.get()), stream_);
-    HYMT_CUDA_CHECK(cudaMemcpyAsync(ids_host_.get(), ids_dev_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
-    HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::memcpy(out.data(), ids_host_.get(), bytes);
+                           static_cast<int32_t*>(g.dev.get()), stream_);
+    HYMT_CUDA_CHECK(cudaMemcpyAsync(g.host.get(), g.dev.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+    HYMT_CUDA_CHECK(cudaEventRecord(g.done.get(), stream_));
+    g.rows = static_cast<size_t>(logits.rows);
+    g.pending = true;
+    next_greedy_ ^= 1;
+    return ticket;
+  }
+
+  void CollectGreedy(int ticket, std::span<int32_t> out) override {
+    Bind(device_);
+    GreedyIds& g = Ticket(ticket);
+    HYMT_CUDA_EXPECT(out.size() == g.rows, "CollectGreedy: ", out.size(), " ids for ", g.rows, " rows");
+    g.pending = false;
+    HYMT_CUDA_CHECK(cudaEventSynchronize(g.done.get()));
+    std::memcpy(out.data(), g.host.get(), g.rows * sizeof(int32_t));
   }
 
   // At most kSampleRows rows. The history tokens of all rows go up in one copy with the row specs; when
@@ -999,6 +1025,7 @@ class CudaOpsImpl final : public CudaOps {
     trace_.clear();
     capture_slots_.clear();
     capture_failed_ = false;
+    capture_reads_host_ = false;
     HYMT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     mode_ = Mode::kCapture;
   }
@@ -1022,6 +1049,9 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUDA_CHECK(err);
     g->begin_step_words = trace_.empty() || trace_[0] != kOpBeginStep ? 0 : kBeginStepWords;
     g->kv_pages = validated_pages_;
+    g->batch_bytes = batch_area_.used;
+    g->ops_bytes = ops_area_.used;
+    g->reads_host = capture_reads_host_;
     g->trace = std::move(trace_);
     g->slots = std::move(capture_slots_);
     g->owner = this;
@@ -1042,7 +1072,8 @@ class CudaOpsImpl final : public CudaOps {
     mode_ = Mode::kEager;
     GraphImpl* g = replay_;
     replay_ = nullptr;
-    const bool ok = replay_ok_ && replay_pos_ == g->trace.size();
+    const bool ok = replay_ok_ && replay_pos_ == g->trace.size() && batch_area_.used == g->batch_bytes &&
+                    ops_area_.used == g->ops_bytes;
     if (!ok) {
       has_batch_ = false;  // the staged batch was never uploaded: the caller runs BeginStep again
       return false;
@@ -1052,10 +1083,16 @@ class CudaOpsImpl final : public CudaOps {
     return true;
   }
 
-  bool FastReplay(CudaGraph& graph, const StepBatch& batch, std::span<const std::span<const int32_t>> args) override {
+  bool FastReplay(CudaGraph& graph, const StepBatch& batch, std::span<const std::span<const int32_t>> args,
+                  int feed_ticket) override {
     ExpectEager("FastReplay");
     GraphImpl* g = OwnGraph(graph);
     if (!g->validated || g->begin_step_words == 0 || args.size() != g->slots.size()) return false;
+    const GreedyIds* feed = nullptr;
+    if (feed_ticket >= 0) {
+      feed = &Ticket(feed_ticket);
+      if (args.empty() || g->reads_host || g->slots[0].bytes != feed->rows * sizeof(int32_t)) return false;
+    }
     for (size_t i = 0; i < args.size(); ++i)
       if (g->slots[i].bound < 0 || args[i].size() * sizeof(int32_t) != g->slots[i].bytes) return false;
     EnterReplay(g);
@@ -1069,7 +1106,7 @@ class CudaOpsImpl final : public CudaOps {
     }
     mode_ = Mode::kEager;
     replay_ = nullptr;
-    if (!replay_ok_ || replay_pos_ != g->begin_step_words) {
+    if (!replay_ok_ || replay_pos_ != g->begin_step_words || batch_area_.used != g->batch_bytes) {
       has_batch_ = false;
       return false;
     }
@@ -1094,7 +1131,7 @@ class CudaOpsImpl final : public CudaOps {
         }
     for (size_t i = 0; i < args.size(); ++i)
       std::memcpy(ops_area_.host.get() + g->slots[i].offset, args[i].data(), g->slots[i].bytes);
-    Launch(*g);
+    Launch(*g, feed);
     return true;
   }
 
@@ -1113,6 +1150,7 @@ class CudaOpsImpl final : public CudaOps {
 
  private:
   enum class Mode { kEager, kCapture, kReplay };
+  struct GreedyIds;
 
   GraphImpl* OwnGraph(CudaGraph& graph) const {
     auto* g = dynamic_cast<GraphImpl*>(&graph);
@@ -1389,9 +1427,15 @@ class CudaOpsImpl final : public CudaOps {
 
   // ---- staging and graphs ----
   // Copies `bytes` from src into the area's pinned host memory and (upload) on to its device copy. In a
-  // capture, ops_area_ staging is recorded as a slot of the graph (bound: see GraphImpl::Slot).
+  // capture, ops_area_ staging is recorded as a slot of the graph (bound: see GraphImpl::Slot), and the
+  // upload is left to Launch.
   Staged Stage(StagingArea& area, const void* src, size_t bytes, bool upload, int64_t bound = -1) {
     if (mode_ == Mode::kReplay && !replay_ok_) return {};
+    if (mode_ == Mode::kEager && area.graph_pending) {
+      // A graph launched since: its upload of these bytes may not have run yet.
+      HYMT_CUDA_CHECK(cudaEventSynchronize(area.done.get()));
+      area.graph_pending = false;
+    }
     size_t off = RoundUp(area.used, kStagingAlign);
     if (off + bytes > area.capacity) {
       if (bytes > area.capacity || mode_ != Mode::kEager)
@@ -1406,7 +1450,8 @@ class CudaOpsImpl final : public CudaOps {
     if (bytes > 0) std::memcpy(host, src, bytes);
     area.used = off + bytes;
     if (mode_ == Mode::kCapture && &area == &ops_area_) capture_slots_.push_back({off, bytes, bound});
-    if (upload && bytes > 0 && mode_ != Mode::kReplay) {
+    if (mode_ == Mode::kCapture && !upload) capture_reads_host_ = true;
+    if (upload && bytes > 0 && mode_ == Mode::kEager) {
       HYMT_CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_));
       if (mode_ == Mode::kEager) HYMT_CUDA_CHECK(cudaEventRecord(area.done.get(), stream_));
     }
@@ -1423,25 +1468,53 @@ class CudaOpsImpl final : public CudaOps {
     has_batch_ = false;
   }
 
-  void Launch(GraphImpl& g) {
-    // The previous launch's device time: it has finished when the step that launched it chose its
-    // tokens (the engine waits for that before the next step), so the query does not wait.
-    if (graph_timing_pending_) {
+  // Uploads the graph's staged bytes (and the fed ids over the Embed slot), then launches it. The areas'
+  // `done` follows the uploads, so the host may stage the next step while this one runs.
+  void Launch(GraphImpl& g, const GreedyIds* feed = nullptr) {
+    ReadGraphTimes();
+    if (g.batch_bytes > 0)
+      HYMT_CUDA_CHECK(cudaMemcpyAsync(batch_area_.dev.get(), batch_area_.host.get(), g.batch_bytes,
+                                      cudaMemcpyHostToDevice, stream_));
+    if (g.ops_bytes > 0)
+      HYMT_CUDA_CHECK(cudaMemcpyAsync(ops_area_.dev.get(), ops_area_.host.get(), g.ops_bytes,
+                                      cudaMemcpyHostToDevice, stream_));
+    if (feed != nullptr)
+      HYMT_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(ops_area_.dev.get()) + g.slots[0].offset, feed->dev.get(),
+                                      g.slots[0].bytes, cudaMemcpyDeviceToDevice, stream_));
+    auto uploaded = [&] {
+      HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
+      HYMT_CUDA_CHECK(cudaEventRecord(ops_area_.done.get(), stream_));
+      batch_area_.graph_pending = ops_area_.graph_pending = true;
+    };
+    if (!g.reads_host) uploaded();
+    GraphTimer& t = graph_timers_[next_timer_];
+    next_timer_ = (next_timer_ + 1) % kGraphTimers;
+    t.pending = false;  // a launch still running when its timer comes round again goes untimed
+    HYMT_CUDA_CHECK(cudaEventRecord(t.begin.get(), stream_));
+    HYMT_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+    HYMT_CUDA_CHECK(cudaEventRecord(t.end.get(), stream_));
+    t.pending = true;
+    if (g.reads_host) uploaded();  // its copies from pinned staging run inside the graph
+  }
+
+  // Adds the device time of every timed launch that has finished, oldest first; never waits.
+  void ReadGraphTimes() {
+    for (int i = 1; i <= kGraphTimers; ++i) {
+      GraphTimer& t = graph_timers_[(next_timer_ + i) % kGraphTimers];
+      if (!t.pending) continue;
       float ms = 0;
-      if (cudaEventQuery(graph_end_.get()) == cudaSuccess &&
-          cudaEventElapsedTime(&ms, graph_begin_.get(), graph_end_.get()) == cudaSuccess) {
+      if (cudaEventQuery(t.end.get()) != cudaSuccess) {
+        cudaGetLastError();  // still running (not an error)
+        break;
+      }
+      if (cudaEventElapsedTime(&ms, t.begin.get(), t.end.get()) == cudaSuccess) {
         graph_device_ns_.fetch_add(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
         graph_timed_.fetch_add(1);
       } else {
-        cudaGetLastError();  // still running (not an error): that launch goes untimed
+        cudaGetLastError();
       }
+      t.pending = false;
     }
-    HYMT_CUDA_CHECK(cudaEventRecord(graph_begin_.get(), stream_));
-    HYMT_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
-    HYMT_CUDA_CHECK(cudaEventRecord(graph_end_.get(), stream_));
-    graph_timing_pending_ = true;
-    HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
-    HYMT_CUDA_CHECK(cudaEventRecord(ops_area_.done.get(), stream_));
   }
 
   // Records (capture) or checks (replay) an op's arguments.
@@ -1479,8 +1552,21 @@ class CudaOpsImpl final : public CudaOps {
   PinnedMemory upload_chunks_[2];
   static constexpr size_t kIdsCapacity = 64 << 10;  // ids of up to 16k rows per SampleTokens call
   static constexpr size_t kSampleRows = kSampleAreaRows;  // rows per top-k launch
-  DeviceMemory ids_dev_;
-  PinnedMemory ids_host_;
+  // Greedy ids of LaunchGreedy, two tickets (device result, its host copy, the copy's completion).
+  struct GreedyIds {
+    DeviceMemory dev;
+    PinnedMemory host;
+    Event done;
+    size_t rows = 0;
+    bool pending = false;
+  };
+  GreedyIds greedy_[2];
+  int next_greedy_ = 0;
+  GreedyIds& Ticket(int ticket) {
+    HYMT_CUDA_EXPECT(ticket == 0 || ticket == 1, "unknown greedy ticket ", ticket);
+    HYMT_CUDA_EXPECT(greedy_[ticket].pending, "greedy ticket ", ticket, " is not outstanding");
+    return greedy_[ticket];
+  }
   Event upload_done_[2];
   std::vector<DeviceMemory> weights_;
   cuda::Uploader uploader_;  // layer streaming's copies (a stream of their own)
@@ -1498,12 +1584,18 @@ class CudaOpsImpl final : public CudaOps {
   int ctx_bucket_ = kSplitMinPositions;
 
   Mode mode_ = Mode::kEager;
-  // Device time of replayed graphs (events around each launch, read at the next launch).
-  Event graph_begin_{true}, graph_end_{true};
-  bool graph_timing_pending_ = false;
+  // Device time of replayed graphs (events around each launch, read at later launches once finished).
+  struct GraphTimer {
+    Event begin{true}, end{true};
+    bool pending = false;
+  };
+  static constexpr int kGraphTimers = 4;
+  GraphTimer graph_timers_[kGraphTimers];
+  int next_timer_ = 0;
   std::atomic<int64_t> graph_device_ns_{0}, graph_timed_{0};
   bool step_in_graph_ = false;
   bool capture_failed_ = false;
+  bool capture_reads_host_ = false;
   std::vector<int64_t> trace_;
   GraphImpl* replay_ = nullptr;
   std::vector<GraphImpl::Slot> capture_slots_;

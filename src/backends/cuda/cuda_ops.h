@@ -110,12 +110,27 @@ class CudaOps : public Ops {
   // shapes, so that the ops would have staged exactly this (false otherwise: run the ops). Throws
   // Error(kInvalidArgument) for an argument outside what its op accepts.
   virtual bool FastReplay(CudaGraph& graph, const StepBatch& batch,
-                          std::span<const std::span<const int32_t>> args) = 0;
+                          std::span<const std::span<const int32_t>> args, int feed_ticket) = 0;
+  bool FastReplay(CudaGraph& graph, const StepBatch& batch, std::span<const std::span<const int32_t>> args) {
+    return FastReplay(graph, batch, args, -1);
+  }
+  // feed_ticket >= 0: the step after one whose tokens are still on their way. The Embed ids (args[0],
+  // which must hold valid ids of the right count as placeholders) come on the device from that
+  // LaunchGreedy's result, copied just before the graph runs (an id outside the table, as for
+  // non-finite logits, reads row 0; such a step is discarded by its caller anyway).
+
+  // Greedy token choice on the device without waiting: starts the argmax of every row of `logits` (the
+  // rows below n_valid compete) and the copy of the ids to the host, and returns a ticket. CollectGreedy
+  // waits for that copy and writes the ids (kNonFiniteLogits for a row holding NaN or inf). At most two
+  // tickets are outstanding; each must be collected once.
+  virtual int LaunchGreedy(const Tensor& logits, int32_t n_valid) = 0;
+  virtual void CollectGreedy(int ticket, std::span<int32_t> out) = 0;
 
   // The cudaStream_t all ops run on (for events in benchmarks and tests).
   virtual void* stream() const = 0;
-  // Device time of graph launches, from events recorded around each: the sum and the number timed (each
-  // launch is read when the next one is made, so the latest is not counted yet). Any thread may ask.
+  // Device time of graph launches, from events recorded around each: the sum and the number timed (a
+  // launch is read at a later launch once it has finished, so the latest ones are not counted yet). Any
+  // thread may ask.
   struct GraphTiming {
     int64_t device_ns = 0;
     int64_t launches = 0;

@@ -9,6 +9,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The host checks the ids it stages; ids fed on the device from a previous step's argmax are not
+// checked there (kNonFiniteLogits is negative), so an id outside the table reads row 0, never past it.
+__device__ __forceinline__ int64_t EmbedRow(int32_t id, int64_t rows) {
+  return id >= 0 && id < rows ? id : 0;
+}
+
 // Row i of the output is weight row ids[i] (ids != null) or row0 + i. One block per output row; each
 // thread decodes whole units and stores each 8-element piece with one 16-byte store.
 template <DType T>
@@ -16,7 +22,7 @@ __global__ __launch_bounds__(kThreads) void DequantRowsKernel(WeightView w, cons
                                                               uint16_t* out, int64_t out_stride) {
   using F = Fmt<T>;
   const int64_t i = blockIdx.x;
-  const int64_t row = ids != nullptr ? ids[i] : row0 + i;
+  const int64_t row = ids != nullptr ? EmbedRow(ids[i], w.rows) : row0 + i;
   uint16_t* o = out + i * out_stride;
   const int units = static_cast<int>(w.cols / F::kUnitElems);
   for (int u = threadIdx.x; u < units; u += kThreads) {
@@ -37,7 +43,7 @@ __global__ __launch_bounds__(kThreads) void DequantRowsSimpleKernel(WeightView w
                                                                     int64_t row0, uint16_t* out,
                                                                     int64_t out_stride) {
   const int64_t i = blockIdx.x;
-  const int64_t row = ids != nullptr ? ids[i] : row0 + i;
+  const int64_t row = ids != nullptr ? EmbedRow(ids[i], w.rows) : row0 + i;
   for (int64_t c = threadIdx.x; c < w.cols; c += kThreads)
     out[i * out_stride + c] = F32ToBf16(WeightElement(w, row, c));
 }
