@@ -43,6 +43,12 @@ struct Engine::Graphs {
   std::optional<Ahead> ahead;
 #endif
   static constexpr int32_t kGraphPageQuantum = 64;
+  // The first `pages_needed` pages of `pages`, padded with the last one to a multiple of the quantum.
+  static void PadTable(const std::vector<int32_t>& pages, int64_t pages_needed, std::vector<int32_t>& out) {
+    out.assign(pages.begin(), pages.begin() + pages_needed);
+    out.resize(static_cast<size_t>((pages_needed + kGraphPageQuantum - 1) / kGraphPageQuantum * kGraphPageQuantum),
+               out.back());
+  }
 };
 
 using Clock = std::chrono::steady_clock;
@@ -623,10 +629,7 @@ void Engine::LaunchAhead(const std::vector<Sequence*>& plan, int ticket, int32_t
   std::vector<int32_t> ids, logit_rows, padded;
   Graphs::Ahead ahead;
   for (const Sequence* s : plan) {
-    const int64_t pages_needed = pool.PagesFor(s->n_cached + 1);
-    const int64_t q = Graphs::kGraphPageQuantum;
-    padded.assign(s->pages.begin(), s->pages.begin() + pages_needed);
-    padded.resize(static_cast<size_t>((pages_needed + q - 1) / q * q), padded.back());
+    Graphs::PadTable(s->pages, pool.PagesFor(s->n_cached + 1), padded);
     logit_rows.push_back(batch.n_rows());
     batch.AddSeq(1, s->n_cached, padded);
     ids.push_back(s->tokens.back());  // a valid id in the right place; the device writes the real one
@@ -727,9 +730,7 @@ void Engine::RunForward(const std::vector<Sequence*>& seqs, const std::vector<in
     int64_t pages_needed = kv_->pages().PagesFor(s.n_cached + n);
     std::span<const int32_t> table(s.pages.data(), static_cast<size_t>(pages_needed));
     if (graph) {
-      const int64_t q = Graphs::kGraphPageQuantum;
-      padded.assign(table.begin(), table.end());
-      padded.resize(static_cast<size_t>((pages_needed + q - 1) / q * q), table.back());
+      Graphs::PadTable(s.pages, pages_needed, padded);
       table = padded;
     }
     batch.AddSeq(n, s.n_cached, table);

@@ -34,6 +34,17 @@ void ExpectWithinBudget(uint64_t budget) {
   EXPECT_LE(static_cast<uint64_t>(used), budget);
 }
 
+// The generated tokens of each result, in order; none may have failed.
+std::vector<std::vector<int32_t>> Collect(std::vector<std::future<GenerationResult>>& results) {
+  std::vector<std::vector<int32_t>> out;
+  for (auto& f : results) {
+    GenerationResult g = f.get();
+    EXPECT_NE(g.reason, FinishReason::kError) << g.error;
+    out.push_back(g.tokens);
+  }
+  return out;
+}
+
 // Greedy requests of random prompts, one per (prompt length, new tokens) pair, all submitted at once;
 // their generated tokens in submission order.
 std::vector<std::vector<int32_t>> Outputs(Engine& engine, const std::vector<std::pair<int, int>>& requests,
@@ -51,13 +62,7 @@ std::vector<std::vector<int32_t>> Outputs(Engine& engine, const std::vector<std:
     r.on_done = [promise](const GenerationResult& g) { promise->set_value(g); };
     engine.Submit(std::move(r));
   }
-  std::vector<std::vector<int32_t>> out;
-  for (auto& f : pending) {
-    GenerationResult g = f.get();
-    EXPECT_NE(g.reason, FinishReason::kError) << g.error;
-    out.push_back(g.tokens);
-  }
-  return out;
+  return Collect(pending);
 }
 
 // Three short prompts, 24 new tokens each.
@@ -169,13 +174,7 @@ TEST(CudaStreaming, LookaheadMatchesSteps) {
     starter.on_done = [&submit_range, &first](const GenerationResult&) { submit_range(0, first.size()); };
     engine.Submit(std::move(starter));
     all_submitted.get_future().wait();
-    std::vector<std::vector<int32_t>> out;
-    for (auto& f : results) {
-      GenerationResult g = f.get();
-      EXPECT_NE(g.reason, FinishReason::kError) << g.error;
-      out.push_back(g.tokens);
-    }
-    return out;
+    return Collect(results);
   };
   SessionOptions off = Options("resident", -1, 0);
   off.cuda_lookahead = false;
@@ -198,7 +197,9 @@ TEST(CudaStreaming, LookaheadMatchesSteps) {
   const auto got = run(s1->engine(), stops);
   EXPECT_EQ(got, want);
   for (size_t i = 0; i < n; ++i)
-    if (stops[i] >= 0) EXPECT_LE(want[i].size(), static_cast<size_t>(all[i].stop_at)) << "request " << i;
+    if (stops[i] >= 0) {
+      EXPECT_LE(want[i].size(), static_cast<size_t>(all[i].stop_at)) << "request " << i;
+    }
   const EngineStats st = s1->engine().stats();
   std::printf("[cuda-lookahead] %lld steps, %lld launched ahead, %lld discarded\n", static_cast<long long>(st.steps),
               static_cast<long long>(st.lookahead_steps), static_cast<long long>(st.lookahead_discarded));
