@@ -104,6 +104,13 @@ bool ReleaseMappedPages(const void* p, size_t bytes) {
   return true;
 }
 
+void AdviseHugePages(void* p, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
 std::string ReadFile(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) Fail(ErrorCode::kNotFound, "cannot open ", path, ": ", std::strerror(errno));

@@ -39,6 +39,12 @@ class MappedFile {
 // layout of a weight), so that resident memory does not hold both.
 bool ReleaseMappedPages(const void* p, size_t bytes);
 
+// Asks the kernel to back the whole pages inside [p, p + bytes) of anonymous memory with transparent huge
+// pages (Linux, "madvise" mode). Advice only: nothing changes where the kernel declines. For buffers that
+// are streamed end to end (the CPU backend's packed weights, and the bandwidth probes that are their
+// ceiling): with 4 KiB pages each page costs a TLB miss.
+void AdviseHugePages(void* p, size_t bytes);
+
 // Reads a whole (small) file into a string. Throws Error(kNotFound) when it cannot be read, and
 // Error(kResourceExhausted) when it is larger than max_bytes.
 std::string ReadFile(const std::string& path, size_t max_bytes = size_t{1} << 30);

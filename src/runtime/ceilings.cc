@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/mapped_file.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 
@@ -127,7 +128,10 @@ namespace {
 
 // Sums n words with the widest loads the CPU has (the library is built for the baseline ISA, whose
 // 16-byte loads cannot keep a core's share of memory bandwidth busy); independent accumulators keep
-// enough loads in flight.
+// enough loads in flight. With kPrefetch the vector loops also ask for the lines 8 KiB ahead,
+// as the packed GEMVs do (backends/cpu/kernels/simd.h): on a virtual machine whose hardware prefetchers
+// stopped short, the plain loop read less than those GEMVs did.
+constexpr int64_t kProbeAheadWords = 8192 / 8;
 uint64_t ReadSumScalar(const uint64_t* p, int64_t n) {
   uint64_t acc[8] = {};
   int64_t i = 0;
@@ -139,10 +143,15 @@ uint64_t ReadSumScalar(const uint64_t* p, int64_t n) {
   return s;
 }
 #if defined(__x86_64__)
+template <bool kPrefetch>
 __attribute__((target("avx512f"))) uint64_t ReadSum512(const uint64_t* p, int64_t n) {
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    if constexpr (kPrefetch) {
+      for (int l = 0; l < 4; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(p + i + kProbeAheadWords + 8 * l), _MM_HINT_T0);
+    }
     a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
     a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 8));
     a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 16));
@@ -151,10 +160,15 @@ __attribute__((target("avx512f"))) uint64_t ReadSum512(const uint64_t* p, int64_
   const __m512i a = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
   return static_cast<uint64_t>(_mm512_reduce_add_epi64(a)) + ReadSumScalar(p + i, n - i);
 }
+template <bool kPrefetch>
 __attribute__((target("avx2"))) uint64_t ReadSum256(const uint64_t* p, int64_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    if constexpr (kPrefetch) {  // an iteration reads two 64-byte lines
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kProbeAheadWords), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kProbeAheadWords + 8), _MM_HINT_T0);
+    }
     a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
     a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
@@ -169,19 +183,25 @@ __attribute__((target("avx2"))) uint64_t ReadSum256(const uint64_t* p, int64_t n
 
 // The pass's chunks start at multiples of 64 bytes (the buffer is page-aligned and split at multiples
 // of 8 words), as the vector loads need.
-uint64_t ReadSum(const uint64_t* p, int64_t n) {
+uint64_t ReadSum(const uint64_t* p, int64_t n, bool prefetch) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return ReadSum512(p, n);
-  if (__builtin_cpu_supports("avx2")) return ReadSum256(p, n);
+  if (__builtin_cpu_supports("avx512f")) return prefetch ? ReadSum512<true>(p, n) : ReadSum512<false>(p, n);
+  if (__builtin_cpu_supports("avx2")) return prefetch ? ReadSum256<true>(p, n) : ReadSum256<false>(p, n);
 #endif
+  (void)prefetch;
   return ReadSumScalar(p, n);
 }
 
-// GB/s of each of `repeats` passes over a buffer of `bytes`, after a warm-up pass.
+// GB/s of each of 2 x `repeats` passes over a buffer of `bytes`, after a warm-up pass: plain and
+// prefetching passes alternately (ReadSum512), so that the fastest is the most either way of reading got.
 std::vector<double> ReadPasses(size_t bytes, int repeats) {
-  bytes = bytes / 4096 * 4096;
-  auto* data = static_cast<uint64_t*>(std::aligned_alloc(4096, bytes));
-  if (data == nullptr) Fail(ErrorCode::kResourceExhausted, "cannot allocate ", bytes, " bytes to measure bandwidth");
+  constexpr size_t kHugePage = size_t{2}
+                               << 20;  // on huge pages where the kernel gives them, as packed weights are
+  bytes = std::max(kHugePage, bytes / kHugePage * kHugePage);
+  auto* data = static_cast<uint64_t*>(std::aligned_alloc(kHugePage, bytes));
+  if (data == nullptr)
+    Fail(ErrorCode::kResourceExhausted, "cannot allocate ", bytes, " bytes to measure bandwidth");
+  AdviseHugePages(data, bytes);
   const int64_t n = static_cast<int64_t>(bytes / 8);
   ThreadPool& pool = DefaultThreadPool();
   // Touch every page first (with distinct values, so nothing is a shared zero page).
@@ -190,12 +210,12 @@ std::vector<double> ReadPasses(size_t bytes, int repeats) {
   });
   std::vector<double> rates;
   std::vector<uint64_t> sums(static_cast<size_t>(pool.size()) * 8);
-  for (int r = 0; r < repeats + 1; ++r) {
+  for (int r = 0; r < 2 * repeats + 1; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     pool.Run([&](int t, int nt) {
       const int64_t begin = n * t / nt / 8 * 8, end = t + 1 == nt ? n : n * (t + 1) / nt / 8 * 8;
       // keep the reads from being optimised away
-      sums[static_cast<size_t>(t) * 8] = ReadSum(data + begin, end - begin);
+      sums[static_cast<size_t>(t) * 8] = ReadSum(data + begin, end - begin, r % 2 == 0);
     });
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) rates.push_back(static_cast<double>(bytes) / secs / 1e9);  // the first pass is a warm-up

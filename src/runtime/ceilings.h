@@ -7,8 +7,9 @@
 namespace hymt {
 
 // Host read bandwidth in GB/s (1e9 bytes/s): every thread of the default pool sums its share of a
-// buffer of `bytes` (make it several times the last-level cache); median of `repeats` passes after a
-// warm-up pass.
+// buffer of `bytes` (make it several times the last-level cache); median of 2 x `repeats` passes after a
+// warm-up pass, half of them with software prefetch (as the packed GEMVs read; the hardware prefetchers
+// of some virtual machines stop short of the memory's rate).
 double MeasureHostReadBandwidth(size_t bytes = size_t{1} << 30, int repeats = 5);
 // The fastest of those passes: the most the memory system gave in this run. Benchmarks on a shared
 // machine divide by it, so that a pass slowed by other jobs does not lower the ceiling.

@@ -2,9 +2,6 @@
 // (matmul.cc, attention.cc, norm.cc, elementwise.cc), each next to its kernels/ file.
 #include "backends/cpu/cpu_ops.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -110,14 +107,6 @@ namespace {
 
 constexpr size_t kPackSliceBytes = size_t{64} << 20;
 
-// madvise over the whole pages inside [p, p + bytes). Advice only: errors are ignored.
-void AdviseWholePages(void* p, size_t bytes, int advice) {
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, advice);
-}
-
 }  // namespace
 
 // Weights of q8_0, q4_k and q6_k are repacked for the AVX-512 VNNI kernels (packed.h); every other
@@ -134,7 +123,7 @@ Weight CpuOps::PrepareWeight(const Weight& host) {
   auto* dst = static_cast<uint8_t*>(buf->data());
   // Huge pages where the kernel allows them (transparent huge pages in "madvise" mode): decode streams
   // every packed byte once per token, and with 4 KiB pages each page costs a TLB miss.
-  AdviseWholePages(dst, buf->size(), MADV_HUGEPAGE);
+  AdviseHugePages(dst, buf->size());
   const auto* src = static_cast<const uint8_t*>(host.data);
   const size_t row_bytes = DTypeBytes(host.dtype, host.cols);
   const int64_t n_groups = (host.rows + kPackRows - 1) / kPackRows;

@@ -23,6 +23,8 @@
 // vpdpbusd for q8_0 (multiply the scales, multiply-add), ~15 per 64 for q4_k and ~19 per 64 for q6_k
 // (one multiply-add per sub-block, the mins, the final scale), so the kernel can reach at most 80%,
 // ~81% and ~77% of the vpdpbusd peak there; the rest of the instruction stream must stay off those pipes.
+// Software prefetch (simd.h, kPrefetchAhead): the first token tile of each group, the one that reads the
+// weights from memory, asks for the lines ahead of each block it starts; later tiles find the group in cache.
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
@@ -47,6 +49,17 @@ inline __m512i DpbusdBcast(__m512i acc, __m512i w, const void* p) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const int32_t*>(p)));
   return acc;
 }
+// When kStream (the block at p, of `bytes`, is about to be read from memory): asks for the lines that
+// start inside the same span kPrefetchAhead bytes further on, so that consecutive blocks ask for each
+// line once.
+template <bool kStream>
+inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
+  if constexpr (kStream) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
+    for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < begin + bytes; line += 64)
+      PrefetchLine(reinterpret_cast<const void*>(line));
+  }
+}
 inline __m512 LoadF16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -61,11 +74,12 @@ inline __m512i Load256AsI16(const uint8_t* p) {
 }
 
 // acc[t] (16 rows) += sum over the group's blocks for tokens t < kT. `g` is the packed group.
-template <int kT>
+template <int kT, bool kStream>
 void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
   constexpr size_t kBlock = 16 * 34;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
+    PrefetchAhead<kStream>(blk, kBlock);
     const __m512 dw = LoadF16x16(blk);
     __m512i isum[kT];
     for (int t = 0; t < kT; ++t) isum[t] = _mm512_set1_epi32(x[t].c[b]);
@@ -85,13 +99,15 @@ void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
 // of the vpdpbusd peak with 6-token tiles (7 and 8 were slower: the sums no longer fit the registers).
 // q6_k pairs the same way (Q6KGroup2: about 40% -> 45-52%); for q4_k it measured no faster, so q4_k
 // keeps one group per pass.
-template <int kT>
+template <int kT, bool kStream>
 void Q8_0Group2(const uint8_t* g0, const uint8_t* g1, const Q8ActRow* x, int64_t nb, __m512* acc0,
                 __m512* acc1) {
   constexpr size_t kBlock = 16 * 34;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + b * kBlock;
     const uint8_t* b1 = g1 + b * kBlock;
+    PrefetchAhead<kStream>(b0, kBlock);
+    PrefetchAhead<kStream>(b1, kBlock);
     __m512i s0[kT], s1[kT];
     for (int t = 0; t < kT; ++t) s0[t] = s1[t] = _mm512_set1_epi32(x[t].c[b]);
     for (int s = 0; s < 8; ++s) {
@@ -127,7 +143,7 @@ struct ScaleShuffles {
 };
 constexpr ScaleShuffles kScaleShuffles;
 
-template <int kT>
+template <int kT, bool kStream>
 void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   constexpr size_t kBlock = 64 + 192 + 2048;
   const __m512i nibble = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f),
@@ -135,6 +151,7 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
     const uint8_t* q = blk + 64 + 192;
+    PrefetchAhead<kStream>(blk, kBlock);
     // The 6-bit scales and mins of the 16 rows, from the stored 12 bytes (words w0 w1 w2) per row
     // (blocks.h, GetKScaleMin): bytes j of sc03 / sc47 / m03 / m47 are scale j / 4 + j, min j / 4 + j.
     const __m512i w0 = Load512(blk + 64), w1 = Load512(blk + 128), w2 = Load512(blk + 192);
@@ -199,11 +216,12 @@ inline __m512 Q6KSubScale(__m512 d, __m512i sc_pair, int e) {
   return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
 }
 
-template <int kT>
+template <int kT, bool kStream>
 void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
+    PrefetchAhead<kStream>(blk, kBlock);
     const uint8_t* pairs = blk + 32;  // per pair of sub-blocks (416 bytes): scales, then 2 x (ql, qh)
     const __m512 d = LoadF16x16(blk);
     __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
@@ -229,11 +247,13 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
 }
 
 // Q6KGroup for two groups (32 rows) at once, sharing each activation broadcast (as Q8_0Group2).
-template <int kT>
+template <int kT, bool kStream>
 void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t nb, __m512* acc0,
                __m512* acc1) {
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
   for (int64_t b = 0; b < nb; ++b) {
+    PrefetchAhead<kStream>(g0 + b * kBlock, kBlock);
+    PrefetchAhead<kStream>(g1 + b * kBlock, kBlock);
     const uint8_t* p0 = g0 + b * kBlock + 32;
     const uint8_t* p1 = g1 + b * kBlock + 32;
     const __m512 d0 = LoadF16x16(g0 + b * kBlock), d1 = LoadF16x16(g1 + b * kBlock);
@@ -269,7 +289,8 @@ void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t
 }
 
 // One group of 16 rows against tokens [t0, t0 + kT): out rows of those tokens, columns [n0, n0 + valid).
-template <int kT>
+// kStream: the group's first tile, which reads its weights from memory (the later tiles find them in cache).
+template <int kT, bool kStream>
 void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t xq_row_bytes, int64_t t0,
                int64_t n0, __mmask16 valid) {
   __m512 acc[kT];
@@ -277,14 +298,14 @@ void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t 
   if (a.w_dtype == DType::kQ8_0) {
     Q8ActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8ActRow(xq + (t0 + t) * xq_row_bytes, a.k);
-    Q8_0Group<kT>(g, x, a.k / 32, acc);
+    Q8_0Group<kT, kStream>(g, x, a.k / 32, acc);
   } else {
     Q8KActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
     if (a.w_dtype == DType::kQ4_K) {
-      Q4KGroup<kT>(g, x, a.k / 256, acc);
+      Q4KGroup<kT, kStream>(g, x, a.k / 256, acc);
     } else {
-      Q6KGroup<kT>(g, x, a.k / 256, acc);
+      Q6KGroup<kT, kStream>(g, x, a.k / 256, acc);
     }
   }
   const __m512 scale = _mm512_set1_ps(a.scale);
@@ -294,7 +315,7 @@ void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t 
 
 constexpr int kPairTokenTile = 6;
 // Two groups (rows n0 .. n0 + 31, all valid) of a q8_0 or q6_k weight against tokens [t0, t0 + kT).
-template <int kT>
+template <int kT, bool kStream>
 void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const uint8_t* xq,
               size_t xq_row_bytes, int64_t t0, int64_t n0) {
   __m512 acc0[kT], acc1[kT];
@@ -302,11 +323,11 @@ void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const u
   if (a.w_dtype == DType::kQ8_0) {
     Q8ActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8ActRow(xq + (t0 + t) * xq_row_bytes, a.k);
-    Q8_0Group2<kT>(g0, g1, x, a.k / 32, acc0, acc1);
+    Q8_0Group2<kT, kStream>(g0, g1, x, a.k / 32, acc0, acc1);
   } else {
     Q8KActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
-    Q6KGroup2<kT>(g0, g1, x, a.k / 256, acc0, acc1);
+    Q6KGroup2<kT, kStream>(g0, g1, x, a.k / 256, acc0, acc1);
   }
   const __m512 scale = _mm512_set1_ps(a.scale);
   for (int t = 0; t < kT; ++t) {
@@ -318,18 +339,20 @@ void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const u
 using PairTileFn = void (*)(const MatMulArgs&, const uint8_t*, const uint8_t*, const uint8_t*, size_t,
                             int64_t, int64_t);
 template <int... kTs>
-PairTileFn PickPairTile(int tile, std::integer_sequence<int, kTs...>) {
-  static constexpr PairTileFn kTiles[] = {&PairTile<kTs + 1>...};
-  return kTiles[tile - 1];
+PairTileFn PickPairTile(int tile, bool stream, std::integer_sequence<int, kTs...>) {
+  static constexpr PairTileFn kTiles[] = {&PairTile<kTs + 1, false>...};
+  static constexpr PairTileFn kStreamTiles[] = {&PairTile<kTs + 1, true>...};
+  return (stream ? kStreamTiles : kTiles)[tile - 1];
 }
 
 using GroupTileFn = void (*)(const MatMulArgs&, const uint8_t*, const uint8_t*, size_t, int64_t, int64_t,
                              __mmask16);
 // GroupTile for 1..kTokenTile tokens. A plain array, not std::array (see simd.h).
 template <int... kTs>
-GroupTileFn PickGroupTile(int tile, std::integer_sequence<int, kTs...>) {
-  static constexpr GroupTileFn kTiles[] = {&GroupTile<kTs + 1>...};
-  return kTiles[tile - 1];
+GroupTileFn PickGroupTile(int tile, bool stream, std::integer_sequence<int, kTs...>) {
+  static constexpr GroupTileFn kTiles[] = {&GroupTile<kTs + 1, false>...};
+  static constexpr GroupTileFn kStreamTiles[] = {&GroupTile<kTs + 1, true>...};
+  return (stream ? kStreamTiles : kTiles)[tile - 1];
 }
 
 }  // namespace
@@ -344,8 +367,8 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
       const uint8_t* g0 = a.w + static_cast<size_t>(n_pairs_end / kPackRows) * group_bytes;
       for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPairTokenTile) {
         const int tile = static_cast<int>(Min<int64_t>(kPairTokenTile, a.n_tokens - t0));
-        PickPairTile(tile, std::make_integer_sequence<int, kPairTokenTile>{})(a, g0, g0 + group_bytes, x,
-                                                                              xq_row_bytes, t0, n_pairs_end);
+        PickPairTile(tile, t0 == 0, std::make_integer_sequence<int, kPairTokenTile>{})(
+            a, g0, g0 + group_bytes, x, xq_row_bytes, t0, n_pairs_end);
       }
     }
   }
@@ -354,8 +377,8 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
     const __mmask16 valid = static_cast<__mmask16>((1u << Min<int64_t>(kPackRows, n_end - n0)) - 1);
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
       const int tile = static_cast<int>(Min<int64_t>(kTokenTile, a.n_tokens - t0));
-      PickGroupTile(tile, std::make_integer_sequence<int, kTokenTile>{})(a, g, x, xq_row_bytes, t0, n0,
-                                                                         valid);
+      PickGroupTile(tile, t0 == 0, std::make_integer_sequence<int, kTokenTile>{})(a, g, x, xq_row_bytes, t0,
+                                                                                  n0, valid);
     }
   }
 }
