@@ -116,7 +116,9 @@ size_t WorkingSetBytes() {
 // -----------------------------------------------------------------------------------------------
 
 // Multi-threaded read of a buffer several times the LLC with the thread pool: each thread sums its
-// contiguous share (SumBytes).
+// contiguous share in one stream, as the packed GEMVs read their weights (HostReadSum, the loop
+// `hymt bench` times; four interleaved 256-bit streams per thread, as an earlier GEMV read, read under
+// half of that on a Zen 5 host).
 class ReadBandwidth {
  public:
   // On huge pages where the kernel gives them, as the packed weights the GEMVs read are (cpu_ops.cc).
@@ -135,73 +137,6 @@ class ReadBandwidth {
   AlignedBytes buf_;
 };
 
-// Sums `bytes` (a multiple of 256) in one sequential stream with the widest loads the CPU has and four
-// independent accumulators, as the packed GEMVs read their weights (one stream per thread); the loads far
-// outrun memory, so the loop measures memory. With kPrefetch it also asks for the lines 8 KiB ahead, as
-// those GEMVs do (kernels/simd.h). (Four interleaved streams per thread, as an earlier row-at-a-time GEMV
-// read, read under half of this on a Zen 5 host.) The scalar loop is the fallback.
-constexpr size_t kProbeAhead = 8192;
-#if defined(__x86_64__)
-template <bool kPrefetch>
-__attribute__((target("avx512f"))) uint64_t SumAvx512(const uint8_t* p, size_t bytes) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < bytes; i += 256) {
-    if constexpr (kPrefetch) {
-      for (size_t l = 0; l < 256; l += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(p + i + kProbeAhead + l), _MM_HINT_T0);
-    }
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 64));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
-  }
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-  uint64_t s = 0;
-  for (uint64_t v : lanes) s += v;
-  return s;
-}
-template <bool kPrefetch>
-__attribute__((target("avx2"))) uint64_t SumAvx2(const uint8_t* p, size_t bytes) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < bytes; i += 128) {
-    if constexpr (kPrefetch) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kProbeAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kProbeAhead + 64), _MM_HINT_T0);
-    }
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
-                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
-#endif
-uint64_t SumScalar(const uint8_t* p, size_t bytes) {
-  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
-  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-  for (size_t i = 0; i < bytes / 8; i += 4) {
-    a0 += w[i];
-    a1 += w[i + 1];
-    a2 += w[i + 2];
-    a3 += w[i + 3];
-  }
-  return a0 + a1 + a2 + a3;
-}
-uint64_t SumBytes(const uint8_t* p, size_t bytes, bool prefetch) {
-#if defined(__x86_64__)
-  if (cpu::IsaSupported(cpu::Isa::kAvx512))
-    return prefetch ? SumAvx512<true>(p, bytes) : SumAvx512<false>(p, bytes);
-  if (cpu::IsaSupported(cpu::Isa::kAvx2))
-    return prefetch ? SumAvx2<true>(p, bytes) : SumAvx2<false>(p, bytes);
-#endif
-  (void)prefetch;
-  return SumScalar(p, bytes);
-}
-
 // Read in slices of kSliceBytes, each timed on its own: the same time scale as one GEMV call (a few
 // ms), so that on a shared machine the ceiling and the kernels see the same interference (a long pass
 // is preempted more often than a short call, which would make the ratios look better than they are).
@@ -211,7 +146,7 @@ Stats ReadBandwidth::Measure(int sweeps) {
   const size_t slices = bytes_ / kSliceBytes;
   ThreadPool& pool = DefaultThreadPool();
   std::vector<uint64_t> sinks(pool.size() * 8);
-  // Sweeps alternate between plain reads and reads with prefetch (SumBytes); the kind with the higher
+  // Sweeps alternate between plain reads and reads with prefetch (HostReadSum); the kind with the higher
   // median is the ceiling.
   std::vector<double> gbs[2];
   for (int r = 0; r < 2 * sweeps + 1; ++r) {
@@ -222,7 +157,7 @@ Stats ReadBandwidth::Measure(int sweeps) {
       pool.Run([&](int t, int n) {
         const size_t part = kSliceBytes / n / 256 * 256;
         const size_t b = part * t, e = t + 1 == n ? kSliceBytes : part * (t + 1);
-        sinks[t * 8] = SumBytes(p + b, e - b, prefetch);
+        sinks[t * 8] = HostReadSum(p + b, e - b, prefetch);
       });
       if (r > 0)
         gbs[prefetch].push_back(kSliceBytes / watch.Elapsed() / 1e9);  // the first sweep warms the TLB

@@ -181,22 +181,11 @@ __attribute__((target("avx2"))) uint64_t ReadSum256(const uint64_t* p, int64_t n
 }
 #endif
 
-// The pass's chunks start at multiples of 64 bytes (the buffer is page-aligned and split at multiples
-// of 8 words), as the vector loads need.
-uint64_t ReadSum(const uint64_t* p, int64_t n, bool prefetch) {
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return prefetch ? ReadSum512<true>(p, n) : ReadSum512<false>(p, n);
-  if (__builtin_cpu_supports("avx2")) return prefetch ? ReadSum256<true>(p, n) : ReadSum256<false>(p, n);
-#endif
-  (void)prefetch;
-  return ReadSumScalar(p, n);
-}
-
 // GB/s of each of 2 x `repeats` passes over a buffer of `bytes`, after a warm-up pass: plain and
-// prefetching passes alternately (ReadSum512), so that the fastest is the most either way of reading got.
+// prefetching passes alternately (HostReadSum), so that the fastest is the most either way of reading got.
 std::vector<double> ReadPasses(size_t bytes, int repeats) {
-  constexpr size_t kHugePage = size_t{2}
-                               << 20;  // on huge pages where the kernel gives them, as packed weights are
+  // On huge pages where the kernel gives them, as the packed weights are.
+  constexpr size_t kHugePage = size_t{2} << 20;
   bytes = std::max(kHugePage, bytes / kHugePage * kHugePage);
   auto* data = static_cast<uint64_t*>(std::aligned_alloc(kHugePage, bytes));
   if (data == nullptr)
@@ -215,7 +204,8 @@ std::vector<double> ReadPasses(size_t bytes, int repeats) {
     pool.Run([&](int t, int nt) {
       const int64_t begin = n * t / nt / 8 * 8, end = t + 1 == nt ? n : n * (t + 1) / nt / 8 * 8;
       // keep the reads from being optimised away
-      sums[static_cast<size_t>(t) * 8] = ReadSum(data + begin, end - begin, r % 2 == 0);
+      sums[static_cast<size_t>(t) * 8] =
+          HostReadSum(data + begin, static_cast<size_t>(end - begin) * 8, r % 2 == 0);
     });
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) rates.push_back(static_cast<double>(bytes) / secs / 1e9);  // the first pass is a warm-up
@@ -225,6 +215,18 @@ std::vector<double> ReadPasses(size_t bytes, int repeats) {
 }
 
 }  // namespace
+
+// The chunks callers pass start at multiples of 64 bytes, as the vector loads need.
+uint64_t HostReadSum(const void* p, size_t bytes, bool prefetch) {
+  const auto* w = static_cast<const uint64_t*>(p);
+  const auto n = static_cast<int64_t>(bytes / 8);
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return prefetch ? ReadSum512<true>(w, n) : ReadSum512<false>(w, n);
+  if (__builtin_cpu_supports("avx2")) return prefetch ? ReadSum256<true>(w, n) : ReadSum256<false>(w, n);
+#endif
+  (void)prefetch;
+  return ReadSumScalar(w, n);
+}
 
 int64_t PeakResidentBytes() {
   std::ifstream in("/proc/self/status");

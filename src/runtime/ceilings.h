@@ -39,6 +39,11 @@ double HostVnniLoopAvx512(int64_t iters);
 inline constexpr double kHostVnniLoopAvx512Ops = 16 * 64 * 2;
 #endif
 
+// The read loop of the bandwidth probes: sums the 64-bit words of [p, p + bytes) (p 64-byte aligned,
+// bytes a multiple of 8) with the widest loads the CPU has; with `prefetch` it also asks for the lines
+// 8 KiB ahead, as the packed GEMVs do. The result depends on every word, so the reads stay.
+uint64_t HostReadSum(const void* p, size_t bytes, bool prefetch);
+
 // Peak resident memory of this process (VmHWM), in bytes.
 int64_t PeakResidentBytes();
 // Resets that peak to the current resident size (so a measurement buffer freed before does not count).
