@@ -52,9 +52,9 @@ inline float Exp(float v) {
 // Decode GEMVs read every weight byte once, from memory. On a Zen 5 host the hardware prefetchers fell
 // behind the packed GEMVs' single stream per thread (matmul_packed.cc): a q4_k GEMV read about half of
 // what a plain read loop reads. Asking for the lines kPrefetchAhead bytes ahead of the block being read
-// took it to ~95% of that (docs/BENCHMARKS.md, "CPU kernels"); 6-16 KiB ahead measured alike, 2-4 and
-// 32 KiB less, into L1 or non-temporal alike. (The float GEMV, 4 rows at a time, measured no faster with
-// it.)
+// brought it close to that loop in a temporary test program, where 6-16 KiB ahead measured alike, 2-4 and
+// 32 KiB less, into L1 or non-temporal alike; 7B q4_k_m decode became 1.3-2.2x faster (docs/BENCHMARKS.md,
+// "Software prefetch in the packed GEMVs"). The float GEMV, 4 rows at a time, measured no faster with it.
 constexpr size_t kPrefetchAhead = 8192;
 // Asks for the cache line holding p. A prefetch never faults, so p may lie past the end of a buffer.
 inline void PrefetchLine(const void* p) {
