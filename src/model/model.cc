@@ -59,10 +59,10 @@ void HunyuanModel::ForwardLayer(const LayerWeights& w, Ops& ops, const KvLayerVi
   const Tensor qkv_out[] = {q, k, v};
   ops.NormMatMulGroup(x, w.attn_norm, c.rms_eps, h, qkv, qkv_out);
   // 3-4. rotate-half RoPE at each token's position, then the per-head q/k RMSNorm (after RoPE); the
-  // cache stores k after its norm
-  ops.RopeNormKvWrite(q, k, v, c.n_heads, w.rope_inv_freq, &w.q_norm, &w.k_norm, c.rms_eps, kv);
-  // 5. causal GQA attention over the paged cache, o_proj, residual
-  ops.Attention(q, kv, c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), attn);
+  // cache stores k after its norm. 5. causal GQA attention over the paged cache
+  ops.RopeNormKvAttention(q, k, v, c.n_heads, w.rope_inv_freq, &w.q_norm, &w.k_norm, c.rms_eps, kv,
+                          1.0f / std::sqrt(static_cast<float>(c.head_dim)), attn);
+  // o_proj, residual
   ops.MatMulAdd(attn, w.wo, proj, x);
   // 6. x += down(silu(gate(h)) * up(h)) with h = RMSNorm(x) * post_attention_layernorm
   ops.NormMatMulSwiGlu(x, w.ffn_norm, c.rms_eps, h, w.gate, w.up, up, gate);

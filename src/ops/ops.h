@@ -207,6 +207,11 @@ class Ops {
   // RopeNorm(q, n_heads, ..., q_norm), RopeNorm(k, kv.n_kv_heads, ..., k_norm), then KvWrite(k, v, kv).
   virtual void RopeNormKvWrite(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
                                const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv);
+  // RopeNormKvWrite(q, k, v, ...), then Attention(q, kv, n_heads, scale, out). q's and k's contents are
+  // undefined afterwards (a backend may rotate them inside the attention instead of writing them back).
+  virtual void RopeNormKvAttention(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
+                                   const Weight* q_norm, const Weight* k_norm, float eps,
+                                   const KvLayerView& kv, float scale, Tensor out);
 
   // out[i, :] = x[rows[i], :]; rows (host) has out.rows entries.
   virtual void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor out) = 0;

@@ -69,6 +69,12 @@ void Ops::RopeNormKvWrite(Tensor q, Tensor k, const Tensor& v, int n_heads, cons
   RopeNorm(k, kv.n_kv_heads, kv.head_dim, inv_freq, k_norm, eps);
   KvWrite(k, v, kv);
 }
+void Ops::RopeNormKvAttention(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
+                              const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv,
+                              float scale, Tensor out) {
+  RopeNormKvWrite(q, k, v, n_heads, inv_freq, q_norm, k_norm, eps, kv);
+  Attention(q, kv, n_heads, scale, out);
+}
 
 void StepBatch::AddSeq(int32_t n_rows, int32_t n_past, std::span<const int32_t> page_table) {
   Seq s;

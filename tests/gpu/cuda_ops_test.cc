@@ -1545,6 +1545,136 @@ TEST_F(CudaOpsTest, RopeNormKvWriteEqualsItsSequence) {
   }
 }
 
+// RopeNormKvAttention against RopeNormKvWrite then Attention: the same attention output and caches, bit for
+// bit. Steps whose every sequence decodes one row take the fused decode kernel (RoPE and the KV write
+// inside the attention block; it leaves q as it was, which shows that it ran); a step with a sequence of
+// several rows, and an f32 cache, take the two ops.
+TEST_F(CudaOpsTest, RopeNormKvAttentionEqualsItsSequence) {
+  const char* fuse_env = std::getenv("HYMT_FUSE_ROPE_ATTN");
+  const bool fused_on = fuse_env == nullptr || std::string(fuse_env) != "0";
+  struct Case {
+    int n_kv, group, hd, page;
+    DType cache;
+    std::vector<std::pair<int32_t, int32_t>> seqs;  // (n_rows, n_past)
+  };
+  const std::vector<std::pair<int32_t, int32_t>> decode = {{1, 0},  {1, 37},  {1, 15},
+                                                           {1, 16}, {1, 300}, {1, 2047}};
+  const std::vector<Case> cases = {
+      {2, 4, 128, 16, DType::kBF16, decode},
+      {2, 4, 128, 16, DType::kF16, decode},
+      {4, 1, 128, 16, DType::kBF16, {{1, 5}, {1, 129}}},
+      {1, 8, 64, 16, DType::kBF16, {{1, 70}, {1, 1}}},
+      {2, 3, 64, 8, DType::kBF16, {{1, 33}, {1, 8}}},
+      {2, 4, 128, 16, DType::kBF16, {{1, 40}, {3, 12}, {1, 7}}},  // several rows: the two ops
+      {2, 4, 128, 16, DType::kF32, {{1, 40}, {1, 7}}},            // f32 cache: the two ops
+  };
+  for (const Case& c : cases) {
+    for (bool norms : {true, false}) {
+      const uint64_t seed = NextSeed();
+      SCOPED_TRACE(StrCat("kv heads ", c.n_kv, " group ", c.group, " head_dim ", c.hd, " cache ",
+                          DTypeName(c.cache), " norms ", norms, " seed ", seed));
+      Rng rng(seed);
+      const int n_heads = c.n_kv * c.group, hd = c.hd;
+      const int64_t qw = static_cast<int64_t>(n_heads) * hd, kw = static_cast<int64_t>(c.n_kv) * hd;
+      std::vector<std::vector<int32_t>> tables;
+      int64_t n_pages = 2;
+      for (const auto& [n_rows, n_past] : c.seqs) n_pages += (n_past + n_rows + c.page - 1) / c.page;
+      std::vector<int32_t> perm(static_cast<size_t>(n_pages));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng.gen());
+      size_t next = 0;
+      for (const auto& [n_rows, n_past] : c.seqs) {
+        const size_t n = static_cast<size_t>((n_past + n_rows + c.page - 1) / c.page);
+        tables.emplace_back(perm.begin() + static_cast<int64_t>(next),
+                            perm.begin() + static_cast<int64_t>(next + n));
+        next += n;
+      }
+      std::vector<float> inv(static_cast<size_t>(hd / 2));
+      for (int i = 0; i < hd / 2; ++i)
+        inv[static_cast<size_t>(i)] = static_cast<float>(std::pow(1e6, -2.0 * i / hd));
+      const Weight inv_w = ops_->PrepareWeight(HostWeight("inv_freq", DType::kF32, 1, hd / 2, inv.data()));
+      const std::vector<uint8_t> qnb = RandomWeightBytes(rng, DType::kBF16, 1, hd);
+      const std::vector<uint8_t> knb = RandomWeightBytes(rng, DType::kBF16, 1, hd);
+      const Weight qn = ops_->PrepareWeight(HostWeight("q_norm", DType::kBF16, 1, hd, qnb.data()));
+      const Weight kn = ops_->PrepareWeight(HostWeight("k_norm", DType::kBF16, 1, hd, knb.data()));
+
+      // Two caches with the same history (positions below n_past), poison elsewhere.
+      struct Side {
+        std::unique_ptr<Buffer> kp, vp;
+        KvLayerView kv;
+      };
+      StepBatch hist;
+      hist.page_size = c.page;
+      for (size_t s = 0; s < c.seqs.size(); ++s)
+        if (c.seqs[s].second > 0) hist.AddSeq(c.seqs[s].second, 0, tables[s]);
+      const std::vector<float> hk = RandomBf16(rng, static_cast<size_t>(hist.n_rows() * kw));
+      const std::vector<float> hv = RandomBf16(rng, hk.size());
+      auto side = [&] {
+        Side sd;
+        sd.kv.dtype = c.cache;
+        sd.kv.n_kv_heads = c.n_kv;
+        sd.kv.head_dim = hd;
+        sd.kv.page_size = c.page;
+        sd.kv.n_pages = n_pages;
+        const size_t bytes = sd.kv.PageBytes() * static_cast<size_t>(n_pages);
+        sd.kp = ops_->Allocate(bytes, "k pool");
+        sd.vp = ops_->Allocate(bytes, "v pool");
+        cuda_->Fill16(sd.kp->data(), bytes / 2, kNaNBf16);
+        cuda_->Fill16(sd.vp->data(), bytes / 2, kNaNBf16);
+        sd.kv.k = sd.kp->data();
+        sd.kv.v = sd.vp->data();
+        if (hist.n_rows() > 0) {
+          DevTensor dk = Input(hk, hist.n_rows(), kw), dv = Input(hv, hist.n_rows(), kw);
+          ops_->BeginStep(hist);
+          ops_->KvWrite(dk.t, dv.t, sd.kv);
+        }
+        return sd;
+      };
+      Side a = side(), b = side();
+
+      StepBatch batch;
+      batch.page_size = c.page;
+      bool one_row_each = true;
+      for (size_t s = 0; s < c.seqs.size(); ++s) {
+        batch.AddSeq(c.seqs[s].first, c.seqs[s].second, tables[s]);
+        one_row_each = one_row_each && c.seqs[s].first == 1;
+      }
+      const int64_t rows = batch.n_rows();
+      const std::vector<float> q = RandomBf16(rng, static_cast<size_t>(rows * qw), 2.0f);
+      const std::vector<float> k = RandomBf16(rng, static_cast<size_t>(rows * kw), 2.0f);
+      const std::vector<float> v = RandomBf16(rng, static_cast<size_t>(rows * kw));
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      DevTensor qa = Input(q, rows, qw, qw + 8), ka = Input(k, rows, kw), va = Input(v, rows, kw, kw + 8);
+      DevTensor qb = Input(q, rows, qw), kb = Input(k, rows, kw), vb = Input(v, rows, kw);
+      DevTensor oa = NewTensor(rows, qw, DType::kBF16, qw + 8), ob = NewTensor(rows, qw);
+      ops_->BeginStep(batch);
+      const std::vector<uint16_t> q_before = RawUnits(*ops_, qa.t);
+      ops_->RopeNormKvAttention(qa.t, ka.t, va.t, n_heads, inv_w, norms ? &qn : nullptr,
+                                norms ? &kn : nullptr, 1e-5f, a.kv, scale, oa.t);
+      ops_->RopeNormKvWrite(qb.t, kb.t, vb.t, n_heads, inv_w, norms ? &qn : nullptr, norms ? &kn : nullptr,
+                            1e-5f, b.kv);
+      ops_->Attention(qb.t, b.kv, n_heads, scale, ob.t);
+      EXPECT_EQ(RawUnits(*ops_, oa.t), RawUnits(*ops_, ob.t)) << "attention output";
+      EXPECT_TRUE(PaddingIntact(oa.t));
+      const bool fused = fused_on && one_row_each && c.cache != DType::kF32;
+      if (fused) {
+        EXPECT_EQ(RawUnits(*ops_, qa.t), q_before) << "the fused kernel leaves q as it was";
+      } else {
+        EXPECT_NE(RawUnits(*ops_, qa.t), q_before) << "the two ops rotate q in place";
+      }
+      const size_t pool_bytes = a.kv.PageBytes() * static_cast<size_t>(n_pages);
+      for (int which = 0; which < 2; ++which) {
+        Tensor ra{
+            which == 0 ? a.kv.k : a.kv.v,         DType::kBF16,  1, static_cast<int64_t>(pool_bytes / 2),
+            static_cast<int64_t>(pool_bytes / 2), ops_->device()};
+        Tensor rb = ra;
+        rb.data = which == 0 ? b.kv.k : b.kv.v;
+        EXPECT_EQ(RawUnits(*ops_, ra), RawUnits(*ops_, rb)) << (which == 0 ? "K cache" : "V cache");
+      }
+    }
+  }
+}
+
 TEST_F(CudaOpsTest, GatherRows) {
   Rng rng(NextSeed());
   for (DType t : {DType::kBF16, DType::kF32}) {

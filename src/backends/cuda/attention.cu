@@ -63,9 +63,41 @@ __device__ __forceinline__ uint16_t* OutRow(const AttentionArgs& a, int row, int
          static_cast<int64_t>(h) * head_dim;
 }
 
-// grid (n_kv_heads, n_decode, n_splits). GMAX >= group; heads past the group are skipped.
-template <bool kF16, int HD, int GMAX, int U>
+// The decode step's RoPE, q/k norm and KV write inside the attention block (kRope; AttentionArgs::Rope):
+// the block's warps take items [0, group) (its q heads, rotated and normalised into sq as RopeNormKvKernel
+// would write them in place) and, in the block whose split holds the row's own position (every other split
+// reads only positions earlier steps wrote), items group (the k head: rotated, normalised, stored into the
+// cache) and group + 1 (the v head, copied into the cache). The __syncthreads that follows makes sq and
+// the cache stores visible to the whole block before the position loop reads them.
+template <DType C, int HD>
+__device__ __forceinline__ void DecodeRopeItems(const AttentionArgs& a, int row, int hk, int group, int pos,
+                                                bool own, const RopeLane& rq, const RopeLane& rk,
+                                                uint16_t (*sq)[HD]) {
+  const AttentionArgs::Rope& r = a.rope;
+  const int items = group + (own ? 2 : 0);
+  const DevSeq seq = a.batch.seqs[a.batch.row_seq[row]];
+  const int64_t page = own ? a.batch.pages[seq.first_page + pos / a.kv.page_size] : 0;
+  const int64_t base = ((page * a.kv.n_kv_heads + hk) * a.kv.page_size + pos % a.kv.page_size) * HD;
+  for (int it = threadIdx.x >> 5; it < items; it += kDecodeThreads / 32) {
+    if (it < group) {
+      RopeNormApply<C>(QRow(a, row, hk * group + it, HD), sq[it], HD, rq, r.has_q_norm, r.eps, nullptr, 0);
+    } else if (it == group) {
+      const uint16_t* k =
+          static_cast<const uint16_t*>(r.k.data) + row * r.k.stride + static_cast<int64_t>(hk) * HD;
+      RopeNormApply<C>(k, nullptr, HD, rk, r.has_k_norm, r.eps, a.kv.k, base);
+    } else {
+      const uint16_t* v =
+          static_cast<const uint16_t*>(r.v.data) + row * r.v.stride + static_cast<int64_t>(hk) * HD;
+      for (int d = threadIdx.x & 31; d < HD; d += 32) StoreKv<C>(a.kv.v, base + d, v[d]);
+    }
+  }
+}
+
+// grid (n_kv_heads, n_decode, n_splits). GMAX >= group; heads past the group are skipped. kRope: see
+// DecodeRopeItems.
+template <bool kF16, int HD, int GMAX, int U, bool kRope>
 __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs a) {
+  constexpr DType C = kF16 ? DType::kF16 : DType::kBF16;
   constexpr int LP = HD / 8;                 // lanes per position
   constexpr int SUBS = kDecodeThreads / LP;  // positions in flight per block
   const int hk = blockIdx.x, li = blockIdx.y, split = blockIdx.z;
@@ -95,14 +127,37 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
       }
     }
   }
-  PdlWait();
-  PdlTrigger();
+  // kRope: the block whose split holds the row's own position (ctx - 1) writes its k and v.
+  const bool own = kRope && j_begin <= ctx - 1 && ctx - 1 < j_end;
+  __shared__ __align__(16) uint16_t sq[kRope ? GMAX : 1][HD];
+  if constexpr (kRope) {
+    const float pos = static_cast<float>(ctx - 1);
+    const RopeLane rq = RopeLanePrepare(HD, pos, a.rope.inv_freq, a.rope.q_norm, a.rope.has_q_norm);
+    RopeLane rk = rq;  // the same angles, k's norm weights
+    if (own && a.rope.has_k_norm) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int j = (threadIdx.x & 31) + 32 * i;
+        if (j < HD / 2) {
+          rk.g_lo[i] = VectorElement(a.rope.k_norm, j);
+          rk.g_hi[i] = VectorElement(a.rope.k_norm, j + HD / 2);
+        }
+      }
+    }
+    PdlWait();
+    PdlTrigger();
+    DecodeRopeItems<C, HD>(a, row, hk, group, ctx - 1, own, rq, rk, sq);
+    __syncthreads();
+  } else {
+    PdlWait();
+    PdlTrigger();
+  }
 
   float q[GMAX][8];
 #pragma unroll
   for (int g = 0; g < GMAX; ++g) {
     if (g < group) {
-      LoadBf16x8(QRow(a, row, hk * group + g, HD) + sl * 8, q[g]);
+      LoadBf16x8(kRope ? &sq[kRope ? g : 0][sl * 8] : QRow(a, row, hk * group + g, HD) + sl * 8, q[g]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) q[g][i] *= a.scale * kLog2e;
     } else {
@@ -695,20 +750,21 @@ void LaunchFastT(const AttentionArgs& a, cudaStream_t stream) {
   if (a.n_decode > 0) {
     const bool pdl = PdlEnabled();
     const dim3 grid(a.kv.n_kv_heads, a.n_decode, a.n_splits);
-    auto launch = [&]<int U>() {
+    auto launch = [&]<int U, bool kRope>() {
       if (group == 1)
-        Launch(pdl, AttnDecodeKernel<kF16, HD, 1, U>, grid, kDecodeThreads, 0, stream, a);
+        Launch(pdl, AttnDecodeKernel<kF16, HD, 1, U, kRope>, grid, kDecodeThreads, 0, stream, a);
       else if (group == 2)
-        Launch(pdl, AttnDecodeKernel<kF16, HD, 2, U>, grid, kDecodeThreads, 0, stream, a);
+        Launch(pdl, AttnDecodeKernel<kF16, HD, 2, U, kRope>, grid, kDecodeThreads, 0, stream, a);
       else if (group <= 4)
-        Launch(pdl, AttnDecodeKernel<kF16, HD, 4, U>, grid, kDecodeThreads, 0, stream, a);
+        Launch(pdl, AttnDecodeKernel<kF16, HD, 4, U, kRope>, grid, kDecodeThreads, 0, stream, a);
       else
-        Launch(pdl, AttnDecodeKernel<kF16, HD, 8, U>, grid, kDecodeThreads, 0, stream, a);
+        Launch(pdl, AttnDecodeKernel<kF16, HD, 8, U, kRope>, grid, kDecodeThreads, 0, stream, a);
     };
+    HYMT_CUDA_EXPECT(!a.rope.on || a.n_tiles == 0, "RoPE inside decode attention: decode rows only");
     if (DecodePositionsPerTrip() == 1)
-      launch.template operator()<1>();
+      a.rope.on ? launch.template operator()<1, true>() : launch.template operator()<1, false>();
     else
-      launch.template operator()<4>();
+      a.rope.on ? launch.template operator()<4, true>() : launch.template operator()<4, false>();
     HYMT_CUDA_CHECK_LAUNCH();
     if (a.n_splits > 1) {
       constexpr int kCombineThreads = HD > 32 ? HD : 32;

@@ -254,6 +254,92 @@ __device__ __forceinline__ float VectorElement(const WeightView& w, int64_t i) {
   }
 }
 
+// ---- RoPE with the per-head q/k norm (norm.cu, and the decode attention that applies it itself) ----
+
+// RoPE and the optional per-head norm of one head (head_dim values), by one warp. Lane holds pairs
+// j = lane + 32 i (i < 4) of the rotate-half layout: x[j] and x[j + half] rotate by angle = float(pos) *
+// inv_freq[j] (an f32 product, as HF computes it). The arithmetic is HF's bf16 forward, op by op
+// (q * cos + rotate_half(q) * sin on bf16 tensors): cos and sin are computed in f32 and rounded to bf16,
+// each product is rounded to bf16, then their sum. RopeLane holds what a lane needs besides the head's
+// values (the angles' rounded cos and sin, the norm's weights): none of it comes from an earlier kernel,
+// so the decode kernel computes it before PdlWait.
+struct RopeLane {
+  float c[4], s[4], g_lo[4], g_hi[4];
+};
+
+__device__ __forceinline__ RopeLane RopeLanePrepare(int head_dim, float pos, const WeightView& inv_freq,
+                                                    const WeightView& norm, bool has_norm) {
+  const int lane = threadIdx.x & 31;
+  const int half = head_dim / 2;
+  RopeLane r;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = lane + 32 * i;
+    r.c[i] = r.s[i] = r.g_lo[i] = r.g_hi[i] = 0.0f;
+    if (j < half) {
+      const float angle = __fmul_rn(pos, VectorElement(inv_freq, j));
+      sincosf(angle, &r.s[i], &r.c[i]);
+      r.s[i] = RoundBf16(r.s[i]);
+      r.c[i] = RoundBf16(r.c[i]);
+      if (has_norm) {
+        r.g_lo[i] = VectorElement(norm, j);
+        r.g_hi[i] = VectorElement(norm, j + half);
+      }
+    }
+  }
+  return r;
+}
+
+// Applies RoPE and the optional norm to the head at src and writes it to dst (which may be src, or null).
+// The rotated values are bf16 values (see RopeLane); with a norm they are normalised over the head like
+// RmsNormKernel. `cache` (when not null) receives the same bf16 values: element d at cache[cache_index + d]
+// (KV store).
+template <DType C>
+__device__ __forceinline__ void RopeNormApply(const uint16_t* src, uint16_t* dst, int head_dim,
+                                              const RopeLane& r, bool has_norm, float eps, void* cache,
+                                              int64_t cache_index) {
+  const int lane = threadIdx.x & 31;
+  const int half = head_dim / 2;
+  float a[4], b[4];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = lane + 32 * i;
+    a[i] = b[i] = 0.0f;
+    if (j < half) {
+      const float x1 = Bf16ToF32(src[j]), x2 = Bf16ToF32(src[j + half]);
+      // Products of two bf16 values and sums of two are exact in f32: only the roundings to bf16 remain.
+      a[i] = RoundBf16(RoundBf16(x1 * r.c[i]) - RoundBf16(x2 * r.s[i]));
+      b[i] = RoundBf16(RoundBf16(x2 * r.c[i]) + RoundBf16(x1 * r.s[i]));
+      if (has_norm) ss = fmaf(a[i], a[i], fmaf(b[i], b[i], ss));
+    }
+  }
+  float inv = 1.0f;
+  if (has_norm) inv = rsqrtf(WarpSum(ss) / static_cast<float>(head_dim) + eps);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = lane + 32 * i;
+    if (j < half) {
+      uint16_t lo, hi;
+      if (has_norm) {
+        lo = F32ToBf16(Bf16ToF32(F32ToBf16(a[i] * inv)) * r.g_lo[i]);
+        hi = F32ToBf16(Bf16ToF32(F32ToBf16(b[i] * inv)) * r.g_hi[i]);
+      } else {
+        lo = F32ToBf16(a[i]);
+        hi = F32ToBf16(b[i]);
+      }
+      if (dst != nullptr) {
+        dst[j] = lo;
+        dst[j + half] = hi;
+      }
+      if (cache != nullptr) {
+        StoreKv<C>(cache, cache_index + j, lo);
+        StoreKv<C>(cache, cache_index + j + half, hi);
+      }
+    }
+  }
+}
+
 // ---- the simple decoder: one element, straight from ggml's reference loops ----
 
 // ggml get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block.

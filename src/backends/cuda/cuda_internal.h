@@ -213,6 +213,17 @@ struct AttentionArgs {
   const PrefillTile* tiles = nullptr;  // device [n_tiles]
   int n_tiles = 0;
   bool prefill_tensor_cores = false;  // the tiles on tensor cores (only where PrefillTensorCoresSupported)
+  // Decode steps whose every sequence has one row (no prefill tiles): the decode kernel applies RoPE and
+  // the q/k norms itself (RopeNormKvKernel's arithmetic) and stores the step's k and v into the cache,
+  // instead of a RopeNormKv launch before it. q holds the projections before RoPE; q and k are not
+  // written.
+  struct Rope {
+    bool on = false;
+    MatView k, v;  // the step's k and v projections [rows, n_kv_heads * head_dim]
+    WeightView inv_freq, q_norm, k_norm;
+    bool has_q_norm = false, has_k_norm = false;
+    float eps = 0;
+  } rope;
 };
 // True when the fast decode and prefill kernels take this head_dim, group and KV type.
 bool AttentionFastSupported(const KvView& kv, int n_heads);

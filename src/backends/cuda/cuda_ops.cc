@@ -401,6 +401,7 @@ enum OpCode : int64_t {
   kOpRopeNormKv,
   kOpNormMatMulGroup,
   kOpNormMatMulSwiGlu,
+  kOpRopeNormKvAttention,
 };
 
 class CudaOpsImpl final : public CudaOps {
@@ -579,6 +580,9 @@ class CudaOpsImpl final : public CudaOps {
       }
     }
     ctx_bucket_ = std::max(kSplitMinPositions, NextPow2(max_ctx));
+    one_row_per_seq_ =
+        !batch.seqs.empty() && std::all_of(batch.seqs.begin(), batch.seqs.end(),
+                                           [](const StepBatch::Seq& q) { return q.n_rows == 1; });
 
     // One upload: seqs | positions | row_seq | pages | decode rows | tiles x 4.
     std::vector<DevSeq> seqs;
@@ -774,11 +778,85 @@ class CudaOpsImpl final : public CudaOps {
     cuda::LaunchKvWrite(Mat(k), Mat(v), kvv, view_, stream_);
   }
 
+  // RoPE, the q/k norms and the KV write inside the decode attention kernel (AttentionArgs::Rope): one
+  // launch fewer per layer on steps whose every sequence decodes one row. HYMT_FUSE_ROPE_ATTN=0 turns it
+  // off (RopeNormKvWrite, then Attention).
+  void RopeNormKvAttention(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
+                           const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv,
+                           float scale, Tensor out) override {
+    static const bool fuse = !cuda::EnvEquals("HYMT_FUSE_ROPE_ATTN", "0");
+    if (!fuse || simple_ || !has_batch_ || !one_row_per_seq_ || Skip(2) || Skip(4)) {
+      Ops::RopeNormKvAttention(q, k, v, n_heads, inv_freq, q_norm, k_norm, eps, kv, scale, out);
+      return;
+    }
+    const OpScope scope(*this);
+    cuda::AttentionArgs a;
+    if (!AttentionSetup(q, kv, n_heads, scale, out, "RopeNormKvAttention", &a)) {
+      Ops::RopeNormKvAttention(q, k, v, n_heads, inv_freq, q_norm, k_norm, eps, kv, scale, out);
+      return;
+    }
+    for (const Tensor* t : {static_cast<const Tensor*>(&k), &v}) ExpectBf16(*t, "RopeNormKvAttention k, v");
+    const int hd = kv.head_dim;
+    const int64_t width = static_cast<int64_t>(kv.n_kv_heads) * hd;
+    HYMT_CUDA_EXPECT(k.rows == q.rows && v.rows == q.rows && k.cols == width && v.cols == width);
+    a.rope.on = true;
+    a.rope.k = Mat(k);
+    a.rope.v = Mat(v);
+    a.rope.inv_freq = VectorView(inv_freq, hd / 2, "RopeNormKvAttention inv_freq");
+    if (q_norm != nullptr) a.rope.q_norm = VectorView(*q_norm, hd, "RopeNormKvAttention q_norm");
+    if (k_norm != nullptr) a.rope.k_norm = VectorView(*k_norm, hd, "RopeNormKvAttention k_norm");
+    a.rope.has_q_norm = q_norm != nullptr;
+    a.rope.has_k_norm = k_norm != nullptr;
+    a.rope.eps = eps;
+    Trace({kOpRopeNormKvAttention,
+           Ptr(q.data),
+           q.stride,
+           Ptr(k.data),
+           k.stride,
+           Ptr(v.data),
+           v.stride,
+           Ptr(out.data),
+           out.stride,
+           Ptr(kv.k),
+           Ptr(kv.v),
+           static_cast<int64_t>(kv.dtype),
+           kv.n_kv_heads,
+           hd,
+           kv.page_size,
+           n_heads,
+           Bits(scale),
+           Ptr(a.rope.inv_freq.data),
+           Ptr(q_norm != nullptr ? a.rope.q_norm.data : nullptr),
+           Ptr(k_norm != nullptr ? a.rope.k_norm.data : nullptr),
+           Bits(eps),
+           a.n_decode,
+           a.n_splits});
+    if (!Launching() || q.rows == 0) return;
+    cuda::LaunchAttentionFast(a, stream_);
+  }
+
   void Attention(const Tensor& q, const KvLayerView& kv, int n_heads, float scale, Tensor out) override {
     const OpScope scope(*this);
-    ExpectBatch("Attention");
-    ExpectBf16(q, "Attention q");
-    ExpectBf16(out, "Attention out");
+    cuda::AttentionArgs a;
+    const bool fast = AttentionSetup(q, kv, n_heads, scale, out, "Attention", &a);
+    Trace({kOpAttention, Ptr(q.data), q.stride, Ptr(out.data), out.stride, Ptr(kv.k), Ptr(kv.v),
+           static_cast<int64_t>(kv.dtype), kv.n_kv_heads, kv.head_dim, kv.page_size, n_heads, Bits(scale),
+           fast, a.n_decode, a.n_tiles, a.n_splits});
+    if (!Launching() || q.rows == 0 || Skip(4)) return;
+    if (fast)
+      cuda::LaunchAttentionFast(a, stream_);
+    else
+      cuda::LaunchAttentionSimple(a, stream_);
+  }
+
+  // Checks Attention's arguments and fills *a; true when the fast kernels take them (the decode and prefill
+  // lists and the splits then set too).
+  bool AttentionSetup(const Tensor& q, const KvLayerView& kv, int n_heads, float scale, const Tensor& out,
+                      const char* op, cuda::AttentionArgs* out_args) {
+    cuda::AttentionArgs& a = *out_args;
+    ExpectBatch(op);
+    ExpectBf16(q, op);
+    ExpectBf16(out, op);
     const KvView kvv = Kv(kv);
     HYMT_CUDA_EXPECT(kv.n_kv_heads > 0 && n_heads % kv.n_kv_heads == 0, n_heads, " heads over ",
                      kv.n_kv_heads);
@@ -786,7 +864,6 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUDA_EXPECT(q.rows == batch_.n_rows() && out.rows == q.rows && q.cols == width && out.cols == width);
     const int group = n_heads / kv.n_kv_heads;
 
-    cuda::AttentionArgs a;
     a.q = Mat(q);
     a.out = Mat(out);
     a.kv = kvv;
@@ -809,14 +886,7 @@ class CudaOpsImpl final : public CudaOps {
       a.partial_o = static_cast<float*>(attn_.get());
       a.partial_ml = a.partial_o + static_cast<size_t>(a.n_decode) * n_heads * a.n_splits * kv.head_dim;
     }
-    Trace({kOpAttention, Ptr(q.data), q.stride, Ptr(out.data), out.stride, Ptr(kv.k), Ptr(kv.v),
-           static_cast<int64_t>(kv.dtype), kv.n_kv_heads, kv.head_dim, kv.page_size, n_heads, Bits(scale),
-           fast, a.n_decode, a.n_tiles, a.n_splits});
-    if (!Launching() || q.rows == 0 || Skip(4)) return;
-    if (fast)
-      cuda::LaunchAttentionFast(a, stream_);
-    else
-      cuda::LaunchAttentionSimple(a, stream_);
+    return fast;
   }
 
   void SwiGlu(const Tensor& gate, const Tensor& up, Tensor out) override {
@@ -1578,6 +1648,7 @@ class CudaOpsImpl final : public CudaOps {
   int64_t validated_pages_ = -1;
   BatchView view_;
   std::vector<int32_t> decode_rows_;
+  bool one_row_per_seq_ = false;  // every sequence of the step decodes one row (RopeNormKvAttention fuses)
   std::vector<PrefillTile> tiles_[kTileVariants];
   const int32_t* decode_rows_dev_ = nullptr;
   const PrefillTile* tiles_dev_[kTileVariants] = {};

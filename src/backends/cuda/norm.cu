@@ -87,86 +87,6 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, Weig
   }
 }
 
-// RoPE and the optional per-head norm of one head (head_dim values), by one warp. Lane holds pairs
-// j = lane + 32 i (i < 4) of the rotate-half layout: x[j] and x[j + half] rotate by angle = float(pos) *
-// inv_freq[j] (an f32 product, as HF computes it). The arithmetic is HF's bf16 forward, op by op
-// (q * cos + rotate_half(q) * sin on bf16 tensors): cos and sin are computed in f32 and rounded to bf16,
-// each product is rounded to bf16, then their sum. RopeLane holds what a lane needs besides the head's
-// values (the angles' rounded cos and sin, the norm's weights): none of it comes from an earlier kernel,
-// so the decode kernel computes it before PdlWait.
-struct RopeLane {
-  float c[4], s[4], g_lo[4], g_hi[4];
-};
-
-__device__ __forceinline__ RopeLane RopeLanePrepare(int head_dim, float pos, const WeightView& inv_freq,
-                                                    const WeightView& norm, bool has_norm) {
-  const int lane = threadIdx.x & 31;
-  const int half = head_dim / 2;
-  RopeLane r;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int j = lane + 32 * i;
-    r.c[i] = r.s[i] = r.g_lo[i] = r.g_hi[i] = 0.0f;
-    if (j < half) {
-      const float angle = __fmul_rn(pos, VectorElement(inv_freq, j));
-      sincosf(angle, &r.s[i], &r.c[i]);
-      r.s[i] = RoundBf16(r.s[i]);
-      r.c[i] = RoundBf16(r.c[i]);
-      if (has_norm) {
-        r.g_lo[i] = VectorElement(norm, j);
-        r.g_hi[i] = VectorElement(norm, j + half);
-      }
-    }
-  }
-  return r;
-}
-
-// Applies RoPE and the optional norm to the head at v, in place. The rotated values are bf16 values (see
-// RopeLane); with a norm they are normalised over the head like RmsNormKernel. `cache` (when not null)
-// receives the same bf16 values: element d at cache[d] (KV store).
-template <DType C>
-__device__ __forceinline__ void RopeNormApply(uint16_t* v, int head_dim, const RopeLane& r, bool has_norm,
-                                              float eps, void* cache, int64_t cache_index) {
-  const int lane = threadIdx.x & 31;
-  const int half = head_dim / 2;
-  float a[4], b[4];
-  float ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int j = lane + 32 * i;
-    a[i] = b[i] = 0.0f;
-    if (j < half) {
-      const float x1 = Bf16ToF32(v[j]), x2 = Bf16ToF32(v[j + half]);
-      // Products of two bf16 values and sums of two are exact in f32: only the roundings to bf16 remain.
-      a[i] = RoundBf16(RoundBf16(x1 * r.c[i]) - RoundBf16(x2 * r.s[i]));
-      b[i] = RoundBf16(RoundBf16(x2 * r.c[i]) + RoundBf16(x1 * r.s[i]));
-      if (has_norm) ss = fmaf(a[i], a[i], fmaf(b[i], b[i], ss));
-    }
-  }
-  float inv = 1.0f;
-  if (has_norm) inv = rsqrtf(WarpSum(ss) / static_cast<float>(head_dim) + eps);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int j = lane + 32 * i;
-    if (j < half) {
-      uint16_t lo, hi;
-      if (has_norm) {
-        lo = F32ToBf16(Bf16ToF32(F32ToBf16(a[i] * inv)) * r.g_lo[i]);
-        hi = F32ToBf16(Bf16ToF32(F32ToBf16(b[i] * inv)) * r.g_hi[i]);
-      } else {
-        lo = F32ToBf16(a[i]);
-        hi = F32ToBf16(b[i]);
-      }
-      v[j] = lo;
-      v[j + half] = hi;
-      if (cache != nullptr) {
-        StoreKv<C>(cache, cache_index + j, lo);
-        StoreKv<C>(cache, cache_index + j + half, hi);
-      }
-    }
-  }
-}
-
 // One warp per (row, head).
 __global__ __launch_bounds__(128) void RopeNormKernel(MatView x, int n_heads, int head_dim,
                                                       WeightView inv_freq, WeightView norm, bool has_norm,
@@ -177,7 +97,7 @@ __global__ __launch_bounds__(128) void RopeNormKernel(MatView x, int n_heads, in
   const int h = static_cast<int>(item % n_heads);
   uint16_t* v = static_cast<uint16_t*>(x.data) + row * x.stride + static_cast<int64_t>(h) * head_dim;
   const RopeLane r = RopeLanePrepare(head_dim, static_cast<float>(positions[row]), inv_freq, norm, has_norm);
-  RopeNormApply<DType::kBF16>(v, head_dim, r, has_norm, eps, nullptr, 0);
+  RopeNormApply<DType::kBF16>(v, v, head_dim, r, has_norm, eps, nullptr, 0);
 }
 
 // The decode step's RoPE, q/k norm and KV write in one launch: one warp per (row, item), items [0, H)
@@ -202,7 +122,7 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
     PdlWait();
     PdlTrigger();
     uint16_t* p = static_cast<uint16_t*>(q.data) + row * q.stride + static_cast<int64_t>(h) * hd;
-    RopeNormApply<C>(p, hd, r, has_q_norm, eps, nullptr, 0);
+    RopeNormApply<C>(p, p, hd, r, has_q_norm, eps, nullptr, 0);
     return;
   }
   const DevSeq seq = batch.seqs[batch.row_seq[row]];
@@ -214,7 +134,7 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
     PdlWait();
     PdlTrigger();
     uint16_t* p = static_cast<uint16_t*>(k.data) + row * k.stride + static_cast<int64_t>(hk) * hd;
-    RopeNormApply<C>(p, hd, r, has_k_norm, eps, kv.k, base);
+    RopeNormApply<C>(p, p, hd, r, has_k_norm, eps, kv.k, base);
     return;
   }
   PdlWait();
