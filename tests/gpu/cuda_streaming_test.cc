@@ -70,9 +70,10 @@ std::vector<std::vector<int32_t>> Outputs(Engine& engine) {
   return Outputs(engine, {{5, 24}, {17, 24}, {40, 24}}, 5);
 }
 
-SessionOptions Options(const std::string& mode, int gpu_layers, int depth) {
+SessionOptions Options(const std::string& mode, int gpu_layers, int depth,
+                       const std::string& fixture = "tiny-gqa2") {
   SessionOptions o;
-  o.model = test::TestDataDir() + "/fixtures/tiny-gqa2/bf16";
+  o.model = test::TestDataDir() + "/fixtures/" + fixture + "/bf16";
   o.device = "cuda";
   o.weight_type = "bf16";  // as stored: no plan quantises at load
   o.max_seqs = 8;
@@ -120,6 +121,23 @@ TEST(CudaStreaming, GraphedDecodeMatchesEager) {
   std::printf("[cuda-graphs] %lld decode steps replayed, %lld captured\n", static_cast<long long>(st.graph_replays),
               static_cast<long long>(st.graph_captures));
   EXPECT_GT(st.graph_replays, 10 * st.graph_captures);
+}
+
+// The same at head_dim 64 (tiny-gqa4), where the fast attention kernels run and decode steps apply RoPE and
+// write the KV cache inside the attention kernel (RopeNormKvAttention) in eager steps, captures and
+// replays alike; prefill steps take RopeNormKvWrite and Attention.
+TEST(CudaStreaming, GraphedDecodeMatchesEagerFastAttention) {
+  REQUIRE_GPU();
+  SessionOptions eager = Options("resident", -1, 0, "tiny-gqa4");
+  eager.cuda_graphs = false;
+  const SessionOptions graphed = Options("resident", -1, 0, "tiny-gqa4");
+  auto run = [](Engine& engine) { return Outputs(engine, {{3, 40}, {60, 40}, {20, 9}}, 13); };
+  auto e = Session::Open(eager);
+  const auto want = run(e->engine());
+  auto g = Session::Open(graphed);
+  EXPECT_EQ(run(g->engine()), want);
+  const EngineStats st = g->engine().stats();
+  EXPECT_GT(st.graph_replays, 5 * st.graph_captures);
 }
 
 // Greedy decode steps launched before the previous step's tokens reach the host (the ids go from one
