@@ -338,6 +338,28 @@ class CudaOpsTest : public ::testing::Test {
     return d;
   }
 
+  // A paged KV cache on the device, every byte poisoned.
+  struct DevKv {
+    std::unique_ptr<Buffer> k, v;
+    KvLayerView kv;
+  };
+  DevKv NewKv(DType dtype, int n_kv_heads, int head_dim, int page_size, int64_t n_pages) {
+    DevKv d;
+    d.kv.dtype = dtype;
+    d.kv.n_kv_heads = n_kv_heads;
+    d.kv.head_dim = head_dim;
+    d.kv.page_size = page_size;
+    d.kv.n_pages = n_pages;
+    const size_t bytes = d.kv.PageBytes() * static_cast<size_t>(n_pages);
+    d.k = ops_->Allocate(bytes, "k pool");
+    d.v = ops_->Allocate(bytes, "v pool");
+    cuda_->Fill16(d.k->data(), bytes / 2, kNaNBf16);
+    cuda_->Fill16(d.v->data(), bytes / 2, kNaNBf16);
+    d.kv.k = d.k->data();
+    d.kv.v = d.v->data();
+    return d;
+  }
+
   void Upload(const std::vector<float>& v, const Tensor& t) {
     ASSERT_EQ(v.size(), static_cast<size_t>(t.rows * t.cols));
     if (t.dtype == DType::kF32) {
@@ -598,6 +620,17 @@ std::vector<uint16_t> RawUnits(Ops& ops, const Tensor& t) {
   std::vector<uint16_t> raw(DTypeBytes(t.dtype, t.cols) / 2 * static_cast<size_t>(t.rows));
   ops.CopyToHost(t, raw.data());
   return raw;
+}
+
+// Both pools of two device caches of the same shape hold the same bytes.
+void ExpectSameCaches(Ops& ops, const KvLayerView& a, const KvLayerView& b) {
+  const int64_t units = static_cast<int64_t>(a.PageBytes() * static_cast<size_t>(a.n_pages) / 2);
+  for (int which = 0; which < 2; ++which) {
+    Tensor ra{which == 0 ? a.k : a.v, DType::kBF16, 1, units, units, ops.device()};
+    Tensor rb = ra;
+    rb.data = which == 0 ? b.k : b.v;
+    EXPECT_EQ(RawUnits(ops, ra), RawUnits(ops, rb)) << (which == 0 ? "K cache" : "V cache");
+  }
 }
 
 
@@ -1501,27 +1534,7 @@ TEST_F(CudaOpsTest, RopeNormKvWriteEqualsItsSequence) {
       const std::vector<float> k = RandomBf16(rng, static_cast<size_t>(rows * kw), 2.0f);
       const std::vector<float> v = RandomBf16(rng, static_cast<size_t>(rows * kw));
 
-      struct Side {
-        std::unique_ptr<Buffer> kp, vp;
-        KvLayerView kv;
-      };
-      auto side = [&] {
-        Side s;
-        s.kv.dtype = cache;
-        s.kv.n_kv_heads = n_kv;
-        s.kv.head_dim = hd;
-        s.kv.page_size = page;
-        s.kv.n_pages = n_pages;
-        const size_t bytes = s.kv.PageBytes() * static_cast<size_t>(n_pages);
-        s.kp = ops_->Allocate(bytes, "k pool");
-        s.vp = ops_->Allocate(bytes, "v pool");
-        cuda_->Fill16(s.kp->data(), bytes / 2, kNaNBf16);
-        cuda_->Fill16(s.vp->data(), bytes / 2, kNaNBf16);
-        s.kv.k = s.kp->data();
-        s.kv.v = s.vp->data();
-        return s;
-      };
-      Side a = side(), b = side();
+      DevKv a = NewKv(cache, n_kv, hd, page, n_pages), b = NewKv(cache, n_kv, hd, page, n_pages);
       DevTensor qa = Input(q, rows, qw, qw + 8), ka = Input(k, rows, kw), va = Input(v, rows, kw, kw + 8);
       DevTensor qb = Input(q, rows, qw), kb = Input(k, rows, kw), vb = Input(v, rows, kw);
       ops_->BeginStep(batch);
@@ -1533,14 +1546,7 @@ TEST_F(CudaOpsTest, RopeNormKvWriteEqualsItsSequence) {
       EXPECT_EQ(RawUnits(*ops_, qa.t), RawUnits(*ops_, qb.t)) << "q";
       EXPECT_EQ(RawUnits(*ops_, ka.t), RawUnits(*ops_, kb.t)) << "k";
       EXPECT_TRUE(PaddingIntact(qa.t));
-      const size_t pool_bytes = a.kv.PageBytes() * static_cast<size_t>(n_pages);
-      for (int which = 0; which < 2; ++which) {
-        Tensor ra{which == 0 ? a.kv.k : a.kv.v, DType::kBF16, 1, static_cast<int64_t>(pool_bytes / 2),
-                  static_cast<int64_t>(pool_bytes / 2), ops_->device()};
-        Tensor rb = ra;
-        rb.data = which == 0 ? b.kv.k : b.kv.v;
-        EXPECT_EQ(RawUnits(*ops_, ra), RawUnits(*ops_, rb)) << (which == 0 ? "K cache" : "V cache");
-      }
+      ExpectSameCaches(*ops_, a.kv, b.kv);
     }
   }
 }
@@ -1599,10 +1605,6 @@ TEST_F(CudaOpsTest, RopeNormKvAttentionEqualsItsSequence) {
       const Weight kn = ops_->PrepareWeight(HostWeight("k_norm", DType::kBF16, 1, hd, knb.data()));
 
       // Two caches with the same history (positions below n_past), poison elsewhere.
-      struct Side {
-        std::unique_ptr<Buffer> kp, vp;
-        KvLayerView kv;
-      };
       StepBatch hist;
       hist.page_size = c.page;
       for (size_t s = 0; s < c.seqs.size(); ++s)
@@ -1610,19 +1612,7 @@ TEST_F(CudaOpsTest, RopeNormKvAttentionEqualsItsSequence) {
       const std::vector<float> hk = RandomBf16(rng, static_cast<size_t>(hist.n_rows() * kw));
       const std::vector<float> hv = RandomBf16(rng, hk.size());
       auto side = [&] {
-        Side sd;
-        sd.kv.dtype = c.cache;
-        sd.kv.n_kv_heads = c.n_kv;
-        sd.kv.head_dim = hd;
-        sd.kv.page_size = c.page;
-        sd.kv.n_pages = n_pages;
-        const size_t bytes = sd.kv.PageBytes() * static_cast<size_t>(n_pages);
-        sd.kp = ops_->Allocate(bytes, "k pool");
-        sd.vp = ops_->Allocate(bytes, "v pool");
-        cuda_->Fill16(sd.kp->data(), bytes / 2, kNaNBf16);
-        cuda_->Fill16(sd.vp->data(), bytes / 2, kNaNBf16);
-        sd.kv.k = sd.kp->data();
-        sd.kv.v = sd.vp->data();
+        DevKv sd = NewKv(c.cache, c.n_kv, hd, c.page, n_pages);
         if (hist.n_rows() > 0) {
           DevTensor dk = Input(hk, hist.n_rows(), kw), dv = Input(hv, hist.n_rows(), kw);
           ops_->BeginStep(hist);
@@ -1630,7 +1620,7 @@ TEST_F(CudaOpsTest, RopeNormKvAttentionEqualsItsSequence) {
         }
         return sd;
       };
-      Side a = side(), b = side();
+      DevKv a = side(), b = side();
 
       StepBatch batch;
       batch.page_size = c.page;
@@ -1662,15 +1652,7 @@ TEST_F(CudaOpsTest, RopeNormKvAttentionEqualsItsSequence) {
       } else {
         EXPECT_NE(RawUnits(*ops_, qa.t), q_before) << "the two ops rotate q in place";
       }
-      const size_t pool_bytes = a.kv.PageBytes() * static_cast<size_t>(n_pages);
-      for (int which = 0; which < 2; ++which) {
-        Tensor ra{
-            which == 0 ? a.kv.k : a.kv.v,         DType::kBF16,  1, static_cast<int64_t>(pool_bytes / 2),
-            static_cast<int64_t>(pool_bytes / 2), ops_->device()};
-        Tensor rb = ra;
-        rb.data = which == 0 ? b.kv.k : b.kv.v;
-        EXPECT_EQ(RawUnits(*ops_, ra), RawUnits(*ops_, rb)) << (which == 0 ? "K cache" : "V cache");
-      }
+      ExpectSameCaches(*ops_, a.kv, b.kv);
     }
   }
 }
