@@ -808,29 +808,11 @@ class CudaOpsImpl final : public CudaOps {
     a.rope.has_q_norm = q_norm != nullptr;
     a.rope.has_k_norm = k_norm != nullptr;
     a.rope.eps = eps;
-    Trace({kOpRopeNormKvAttention,
-           Ptr(q.data),
-           q.stride,
-           Ptr(k.data),
-           k.stride,
-           Ptr(v.data),
-           v.stride,
-           Ptr(out.data),
-           out.stride,
-           Ptr(kv.k),
-           Ptr(kv.v),
-           static_cast<int64_t>(kv.dtype),
-           kv.n_kv_heads,
-           hd,
-           kv.page_size,
-           n_heads,
-           Bits(scale),
-           Ptr(a.rope.inv_freq.data),
-           Ptr(q_norm != nullptr ? a.rope.q_norm.data : nullptr),
-           Ptr(k_norm != nullptr ? a.rope.k_norm.data : nullptr),
-           Bits(eps),
-           a.n_decode,
-           a.n_splits});
+    // The fields that set what the kernel does (null norm views when there is no norm).
+    Trace({kOpRopeNormKvAttention, Ptr(q.data), q.stride, Ptr(k.data), k.stride, Ptr(v.data), v.stride,
+           Ptr(out.data), out.stride, Ptr(kv.k), Ptr(kv.v), static_cast<int64_t>(kv.dtype), kv.n_kv_heads, hd,
+           kv.page_size, n_heads, Bits(scale), Ptr(a.rope.inv_freq.data), Ptr(a.rope.q_norm.data),
+           Ptr(a.rope.k_norm.data), Bits(eps), a.n_decode, a.n_splits});
     if (!Launching() || q.rows == 0) return;
     cuda::LaunchAttentionFast(a, stream_);
   }
