@@ -292,7 +292,7 @@ MatMulResult BenchMatMul(Ops& ops, DType t, const Shape& s, int gemv_calls, int 
   const int64_t max_tokens = 64;
   std::vector<float> x(max_tokens * s.k), out(max_tokens * s.n);
   for (auto& v : x) v = rng.NextSigned();
-  // Each copy as the engine runs it: PrepareWeight packs q8_0 / q4_k / q6_k on AVX-512 (the packed
+  // Each copy as the engine runs it: PrepareWeight packs q8_0 / q4_k / q6_k on AVX2 and AVX-512 (the packed
   // copies take as much memory again).
   std::vector<Weight> prepared(copies);
   for (int c = 0; c < copies; ++c) {
@@ -531,18 +531,21 @@ int Main(int argc, char** argv) {
   std::printf("ceilings (median [min-max]; bandwidth over 32 MiB slices, peaks over %d runs of ~3 ms)\n",
               repeats * 10);
   std::printf("  read bandwidth         %8.1f GB/s    %s\n", bw.median, Spread(bw).c_str());
-  Stats fma{}, bf16{}, vnni{};
+  Stats fma{}, bf16{}, int8{};  // int8: vpdpbusd on AVX-512, vpmaddubsw on AVX2
 #if defined(__x86_64__)
-  if (cpu::IsaSupported(cpu::Isa::kAvx512)) {
+  // The ceilings of the kernels under test: with --isa avx2 on an AVX-512 host, the ymm ones.
+  if (isa == cpu::Isa::kAvx512) {
     fma = Peak(&HostFmaLoopAvx512, kHostFmaLoopAvx512Flops, repeats);
     bf16 = Peak(&PeakBf16, 16 * 64, repeats);
-    vnni = Peak(&HostVnniLoopAvx512, kHostVnniLoopAvx512Ops, repeats);
+    int8 = Peak(&HostVnniLoopAvx512, kHostVnniLoopAvx512Ops, repeats);
     std::printf("  f32 FMA (zmm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
     std::printf("  vdpbf16ps peak         %8.1f GFLOP/s %s\n", bf16.median, Spread(bf16).c_str());
-    std::printf("  vpdpbusd peak          %8.1f GOP/s   %s\n", vnni.median, Spread(vnni).c_str());
-  } else if (cpu::IsaSupported(cpu::Isa::kAvx2)) {
+    std::printf("  vpdpbusd peak          %8.1f GOP/s   %s\n", int8.median, Spread(int8).c_str());
+  } else if (isa == cpu::Isa::kAvx2) {
     fma = Peak(&HostFmaLoopAvx2, kHostFmaLoopAvx2Flops, repeats);
+    int8 = Peak(&HostInt8LoopAvx2, kHostInt8LoopAvx2Ops, repeats);
     std::printf("  f32 FMA (ymm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
+    std::printf("  vpmaddubsw (ymm) peak  %8.1f GOP/s   %s\n", int8.median, Spread(int8).c_str());
   }
 #endif
   const Stats dispatch = DispatchMicroseconds();
@@ -557,7 +560,8 @@ int Main(int argc, char** argv) {
   std::printf(
       "        without a packed layout (dequantised into f32 panels); rows marked * are packed weights\n");
   std::printf(
-      "        (q8_0, q4_k, q6_k on AVX-512): int8 GOP/s, %% of the vpdpbusd peak. GB/s and GOP/s count\n");
+      "        (q8_0, q4_k, q6_k on AVX2 and AVX-512): int8 GOP/s, %% of the int8 peak (vpdpbusd, or AVX2's\n"
+      "        vpmaddubsw). GB/s and GOP/s count\n");
   std::printf("        the stored (file) size and shape.\n");
   std::printf("%-8s %-11s | %6s %6s %5s | %6s %6s %5s | %6s %5s | %6s %5s\n", "type", "shape", "BW", "GEMV",
               "med", "BW", "GEMV", "best", "GEMM", "med", "GEMM", "best");
@@ -572,7 +576,7 @@ int Main(int argc, char** argv) {
       std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(s.n),
                     static_cast<long long>(s.k));
       auto pct = [](double a, double b) { return b > 0 ? 100.0 * a / b : 0.0; };
-      const Stats& peak = r.packed ? vnni : fma;
+      const Stats& peak = r.packed ? int8 : fma;
       std::printf(
           "%-7s%s %-11s | %6.1f %6.1f %4.0f%% | %6.1f %6.1f %4.0f%% | %6.1f %4.0f%% | %6.1f %4.0f%%\n",
           DTypeName(t), r.packed ? "*" : " ", shape, local_bw.median, r.gemv_gbs.median,

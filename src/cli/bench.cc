@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "backends/cpu/cpu_ops.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/json.h"
@@ -144,7 +145,12 @@ int RunBench(int argc, char** argv) {
   const size_t probe = HostMemoryAvailable() > (uint64_t{12} << 30) ? size_t{4} << 30 : size_t{1} << 30;
   double host_bandwidth = MeasureHostReadBandwidthBest(probe);
   const double host_fma_peak = MeasureHostFmaPeak();
-  const double host_vnni_peak = MeasureHostVnniPeak();
+  // The int8 ceiling of the kernels this run uses: vpdpbusd with AVX-512 VNNI, else AVX2's three-instruction
+  // sequence (the packed matmuls, backends/cpu/packed.h; none on the generic kernels).
+  const cpu::Isa isa = cpu::DefaultIsa();
+  const bool vnni = isa == cpu::Isa::kAvx512;
+  const double host_int8_peak =
+      vnni ? MeasureHostVnniPeak() : isa == cpu::Isa::kAvx2 ? MeasureHostAvx2Int8Peak() : 0.0;
   // The device ceiling too, before the model loads: its buffer is freed before any of the plan's
   // allocations, so it never adds to the device memory a --gpu-mem budget bounds (a quarter of the budget,
   // from 256 MiB, several times any GPU's L2, up to 2 GiB). Used when the plan runs on the GPU.
@@ -284,17 +290,19 @@ int RunBench(int argc, char** argv) {
               flops / p.seconds / 1e12);
   if (on_host && host_fma_peak > 0) {
     // The CPU's GEMMs run on f32 FMA for float weights (and block formats without a packed layout),
-    // on int8 vpdpbusd for packed q8_0 / q4_k / q6_k weights (backends/cpu/packed.h).
+    // on int8 products for packed q8_0 / q4_k / q6_k weights (backends/cpu/packed.h).
     std::printf("%-22s %12.1f GFLOP/s (measured now); prefill reaches %.1f%% of it\n", "host f32 FMA peak",
                 host_fma_peak, 100 * flops / p.seconds / 1e9 / host_fma_peak);
     out.Set("host_fma_peak_gflop_s", Json(host_fma_peak));
     out.Set("prefill_fraction_of_fma_peak", Json(flops / p.seconds / 1e9 / host_fma_peak));
   }
-  if (on_host && host_vnni_peak > 0) {
-    std::printf("%-22s %12.1f GOP/s   (measured now); prefill reaches %.1f%% of it\n", "host int8 VNNI peak",
-                host_vnni_peak, 100 * flops / p.seconds / 1e9 / host_vnni_peak);
-    out.Set("host_vnni_peak_gop_s", Json(host_vnni_peak));
-    out.Set("prefill_fraction_of_vnni_peak", Json(flops / p.seconds / 1e9 / host_vnni_peak));
+  if (on_host && host_int8_peak > 0) {
+    std::printf("%-22s %12.1f GOP/s   (measured now); prefill reaches %.1f%% of it\n",
+                vnni ? "host int8 VNNI peak" : "host int8 AVX2 peak", host_int8_peak,
+                100 * flops / p.seconds / 1e9 / host_int8_peak);
+    out.Set("host_int8_isa", Json(vnni ? "avx512-vnni" : "avx2"));
+    out.Set("host_int8_peak_gop_s", Json(host_int8_peak));
+    out.Set("prefill_fraction_of_int8_peak", Json(flops / p.seconds / 1e9 / host_int8_peak));
   }
   out.Set("prefill_tok_s", Json(prefill_tok_s));
   out.Set("prefill_tflop_s", Json(flops / p.seconds / 1e12));

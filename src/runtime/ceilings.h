@@ -25,6 +25,11 @@ double MeasureHostFmaPeak(int repeats = 30);
 // `repeats` runs of a few ms. 0 when the CPU lacks AVX-512 VNNI. The ceiling of the int8 matmuls of
 // packed block weights (backends/cpu/packed.h).
 double MeasureHostVnniPeak(int repeats = 30);
+// The same for AVX2 without VNNI: register-resident vpmaddubsw loops (32 multiply-adds per instruction,
+// into int16 pairs; the kernels widen the pairs to int32 with vpmaddwd, every 1-8 of them, which this
+// peak leaves out). 0 without AVX2. The ceiling of the packed matmuls' AVX2 kernels
+// (kernels/matmul_packed_avx2.cc).
+double MeasureHostAvx2Int8Peak(int repeats = 30);
 
 #if defined(__x86_64__)
 // The loops MeasureHostFmaPeak times, for benchmarks that time them their own way: iters iterations of
@@ -37,6 +42,9 @@ inline constexpr double kHostFmaLoopAvx2Flops = 12 * 8 * 2;
 // The loop MeasureHostVnniPeak times: 16 zmm accumulators of vpdpbusd, 2048 ops per iteration.
 double HostVnniLoopAvx512(int64_t iters);
 inline constexpr double kHostVnniLoopAvx512Ops = 16 * 64 * 2;
+// The loop MeasureHostAvx2Int8Peak times: 12 ymm accumulators of vpmaddubsw, 768 ops per iteration.
+double HostInt8LoopAvx2(int64_t iters);
+inline constexpr double kHostInt8LoopAvx2Ops = 12 * 32 * 2;
 #endif
 
 // The read loop of the bandwidth probes: sums the 64-bit words of [p, p + bytes) (p 64-byte aligned,

@@ -446,11 +446,11 @@ TEST_P(CpuOpsTest, MatMulBlockFormats) {
   }
 }
 
-// Weights PrepareWeight packs (q8_0, q4_k, q6_k on AVX-512: backends/cpu/packed.h) against the same
+// Weights PrepareWeight packs (q8_0, q4_k, q6_k on AVX2 and AVX-512: backends/cpu/packed.h) against the same
 // bounds as the integer GEMV, for every token count (decode and prefill run the same kernel): odd row
-// counts (a partial group of 16), several groups per thread, and token counts around the tile of 4.
+// counts (a partial group of 16), several groups per thread, and token counts around the tiles (AVX-512 8 and 6, AVX2 4).
 TEST_P(CpuOpsTest, MatMulPackedWeights) {
-  const bool packs = GetParam() == Isa::kAvx512;
+  const bool packs = GetParam() != Isa::kGeneric;
   for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
     const std::vector<int64_t> ks =
         t == DType::kQ8_0 ? std::vector<int64_t>{32, 96, 288} : std::vector<int64_t>{256, 768};

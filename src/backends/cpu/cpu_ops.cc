@@ -109,9 +109,9 @@ constexpr size_t kPackSliceBytes = size_t{64} << 20;
 
 }  // namespace
 
-// Weights of q8_0, q4_k and q6_k are repacked for the AVX-512 VNNI kernels (packed.h); every other
-// weight, and every weight on other ISAs, is used in place (zero copy: the float GEMVs reach 80-100% of
-// the read bandwidth from the mapped layout). When a packed weight's source is a mapped file, its pages
+// Weights of q8_0, q4_k and q6_k are repacked for the AVX-512 VNNI and AVX2 kernels (packed.h); every
+// other weight, and every weight on the generic kernels, is used in place (zero copy: the float GEMVs
+// reach 80-100% of the read bandwidth from the mapped layout). When a packed weight's source is a mapped file, its pages
 // leave this process's resident memory (they stay in the page cache; Embed on a tied table maps back
 // the rows it reads), so that resident memory does not hold both layouts.
 Weight CpuOps::PrepareWeight(const Weight& host) {

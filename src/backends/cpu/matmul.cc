@@ -1,6 +1,6 @@
 // MatMul launcher: shape checks, the GEMV / GEMM choice, the split over threads, and the activation
 // quantisation of the block formats' integer kernels. Kernels: kernels/matmul_packed.cc (weights
-// PrepareWeight packed: q8_0, q4_k, q6_k on AVX-512, every token count), kernels/matmul_float.cc (GEMV
+// PrepareWeight packed: q8_0, q4_k, q6_k on AVX-512; matmul_packed_avx2.cc on AVX2; every token count), kernels/matmul_float.cc (GEMV
 // of f32, f16, bf16, f8_e4m3; the GEMM of every other weight) and kernels/matmul_quant.cc (GEMV of
 // q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k in their stored layout with int8 activations; their
 // dequantisation for the GEMM).

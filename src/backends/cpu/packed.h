@@ -1,5 +1,6 @@
 // Row-interleaved ("packed") layouts of the block formats q8_0, q4_k and q6_k, written once by
-// CpuOps::PrepareWeight and read by the AVX-512 VNNI matmul (kernels/matmul_packed.cc).
+// CpuOps::PrepareWeight and read by the AVX-512 VNNI matmul (kernels/matmul_packed.cc) and, as two
+// halves of 8 rows, by the AVX2 one (kernels/matmul_packed_avx2.cc).
 //
 // Why: in the stored (ggml) layout a row's blocks are decoded one at a time, and a 32-input block of one
 // row fills a quarter of a 512-bit register; the per-block work (scale conversion, horizontal sums) then

@@ -20,8 +20,8 @@ void GemvQuant(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t
 // out[0, n) = weights [k0, k0 + n) of one row of a block format, as f32 (k0 and n whole blocks).
 void DequantizeRange(DType t, const uint8_t* row, int64_t k0, int64_t n, float* out);
 
-#if defined(HYMT_ISA_IS_avx512)
-// matmul_packed.cc (AVX-512 VNNI only)
+#if defined(HYMT_ISA_IS_avx512) || defined(HYMT_ISA_IS_avx2)
+// matmul_packed.cc (AVX-512 VNNI) and matmul_packed_avx2.cc (AVX2); the generic build keeps the stored layout
 void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end);
 #endif
 

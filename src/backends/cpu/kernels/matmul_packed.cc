@@ -1,6 +1,7 @@
 // The matmul of packed block weights (backends/cpu/packed.h: q8_0, q4_k, q6_k in groups of 16 rows)
-// with int8 activations (Q8ActRow / Q8KActRow), for decode and prefill alike. AVX-512 VNNI only; the
-// other ISAs keep the stored layout (matmul_quant.cc), whose generic build is the scalar oracle.
+// with int8 activations (Q8ActRow / Q8KActRow), for decode and prefill alike. AVX-512 VNNI; AVX2
+// has its own (matmul_packed_avx2.cc), and the generic kernels keep the stored layout (matmul_quant.cc),
+// whose generic build is the scalar oracle.
 //
 // One 512-bit register holds 4 consecutive inputs of 16 rows (a row per 32-bit lane); vpdpbusd with 4
 // activation bytes broadcast to every lane adds those 4 products into each row's int32 sum. Per block:

@@ -14,7 +14,7 @@ constexpr KernelTable kTable{
     .quant_act_row_bytes = &QuantActRowBytes,
     .quantize_act_row = &QuantizeActRow,
     .gemv_quant = &GemvQuant,
-#if defined(HYMT_ISA_IS_avx512)
+#if defined(HYMT_ISA_IS_avx512) || defined(HYMT_ISA_IS_avx2)
     .matmul_packed = &MatMulPacked,
 #endif
     .convert_to_f32 = &ConvertToF32,

@@ -1,0 +1,301 @@
+// The matmul of packed block weights (backends/cpu/packed.h: q8_0, q4_k, q6_k in groups of 16 rows) for
+// AVX2 without VNNI: the layout matmul_packed.cc reads, taken as two halves of 8 rows (bytes 0-31 and
+// 32-63 of each 64-byte stretch of 4 inputs x 16 rows; scales 0-7 and 8-15), one 256-bit register each.
+//
+// AVX2 has no vpdpbusd. Its int8 product, vpmaddubsw, multiplies unsigned by signed bytes and adds each
+// adjacent pair into an int16 that saturates, so every operand pair is kept below 2^15:
+//   q8_0: the packed codes are stored plus 128; flipping the top bit gives the signed code w. The
+//     products are |w| (unsigned, at most 128) times x carrying w's sign (vpsignb; |x| <= 127, so the
+//     negation is exact): each pair |w x + w' x'| <= 2 x 128 x 127 = 32,512, widened to int32 at once by
+//     vpmaddwd with ones. The block's int32 sum starts at zero (w is signed; no offset to remove).
+//   q4_k: codes 0..15 times x, a pair at most 2 x 15 x 127 = 3,810, so the 8 products of a 32-input
+//     sub-block (both nibbles of 4 packed bytes, 4 steps) add up in int16 (<= 30,480) before vpmaddwd.
+//   q6_k: codes 0..63 times x, a pair at most 16,002; two add in int16 (<= 32,004), so a 16-input
+//     sub-block takes 2 vpmaddwd. Its int32 sum starts at -32 x (sum of x), the codes' offset (as in
+//     matmul_packed.cc).
+// Every integer sum is exact, and the f32 work per sub-block and block is the AVX-512 kernel's (the same
+// multiplications in the same order), so both agree with the scalar oracle within the same bound.
+// Registers: AVX2 has 16. A decode GEMV (one token) walks both halves of a group in one pass (each weight
+// byte read once, from memory); more tokens walk one half at a time, in tiles of up to kTokenTile tokens,
+// the second half and later tiles finding the group's weights in cache.
+#include "backends/cpu/kernels/kernels.h"
+
+#if defined(HYMT_ISA_IS_avx2)
+#include <utility>
+
+#include "backends/cpu/packed.h"
+
+namespace hymt::cpu::HYMT_ISA {
+namespace {
+
+constexpr int kTokenTile = 4;
+constexpr int kHalfRows = 8;
+static_assert(kPackRows == 2 * kHalfRows, "a 16-row group is two 256-bit halves");
+
+inline __m256i Load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline __m256 LoadF16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i Bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+// int16 pairs summed into int32 lanes.
+inline __m256i PairSums(__m256i p16) {
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+template <bool kStream>
+inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
+  if constexpr (kStream) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
+    for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < begin + bytes; line += 64)
+      PrefetchLine(reinterpret_cast<const void*>(line));
+  }
+}
+
+// acc[h][t] (8 rows of half h0 + h) += the group's blocks for tokens t < kT, halves h < kH.
+template <int kT, int kH, bool kStream>
+void Q8_0Half(const uint8_t* g, int h0, const Q8ActRow* x, int64_t nb, __m256 (*acc)[kT]) {
+  constexpr size_t kBlock = 16 * 34;
+  const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    PrefetchAhead<kStream>(blk, kBlock);
+    __m256i isum[kH][kT];
+    for (int h = 0; h < kH; ++h)
+      for (int t = 0; t < kT; ++t) isum[h][t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      for (int h = 0; h < kH; ++h) {
+        const __m256i w = _mm256_xor_si256(Load256(blk + 32 + 64 * s + 32 * (h0 + h)), top);
+        const __m256i mag = _mm256_abs_epi8(w);
+        for (int t = 0; t < kT; ++t) {
+          const __m256i xs = _mm256_sign_epi8(Bcast32(x[t].blocks[b].qs + 4 * s), w);
+          isum[h][t] = _mm256_add_epi32(isum[h][t], PairSums(_mm256_maddubs_epi16(mag, xs)));
+        }
+      }
+    }
+    for (int h = 0; h < kH; ++h) {
+      const __m256 dw = LoadF16x8(blk + 16 * (h0 + h));
+      for (int t = 0; t < kT; ++t)
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h][t]),
+                                    _mm256_mul_ps(dw, _mm256_set1_ps(x[t].d[b])), acc[h][t]);
+    }
+  }
+}
+
+// vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (byte[j]), and
+// that widen bytes 2 e and 2 e + 1 of every 32-bit lane to an int16 pair (pair[e]).
+struct ScaleShuffles {
+  alignas(32) uint8_t byte[4][32];
+  alignas(32) uint8_t pair[2][32];
+  constexpr ScaleShuffles() : byte{}, pair{} {
+    for (int i = 0; i < 32; ++i) {
+      const int lane = i / 4 % 4, k = i % 4;
+      for (int j = 0; j < 4; ++j) byte[j][i] = k == 0 ? static_cast<uint8_t>(4 * lane + j) : 0x80;
+      for (int e = 0; e < 2; ++e)
+        pair[e][i] = k % 2 == 0 ? static_cast<uint8_t>(4 * lane + 2 * e + k / 2) : 0x80;
+    }
+  }
+};
+constexpr ScaleShuffles kScaleShuffles;
+
+template <int kT, int kH, bool kStream>
+void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*acc)[kT]) {
+  constexpr size_t kBlock = 64 + 192 + 2048;
+  const __m256i nibble = _mm256_set1_epi8(0x0f), low6 = _mm256_set1_epi8(0x3f),
+                bits45 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    const uint8_t* q = blk + 64 + 192;
+    PrefetchAhead<kStream>(blk, kBlock);
+    // The 6-bit scales (as matmul_packed.cc's Q4KGroup; the mins below): bytes j of sc03 / sc47 are
+    // scale j / 4 + j.
+    __m256i sc03[kH], sc47[kH];
+    __m256 d[kH];
+    for (int h = 0; h < kH; ++h) {
+      const int off = 32 * (h0 + h);
+      const __m256i w0 = Load256(blk + 64 + off), w2 = Load256(blk + 192 + off);
+      sc03[h] = _mm256_and_si256(w0, low6);
+      sc47[h] =
+          _mm256_or_si256(_mm256_and_si256(w2, nibble), _mm256_and_si256(_mm256_srli_epi32(w0, 2), bits45));
+      d[h] = LoadF16x8(blk + 16 * (h0 + h));
+    }
+    __m256 f[kH][kT];  // this super-block's sum over the sub-blocks, in units of d_x
+    for (int h = 0; h < kH; ++h)
+      for (int t = 0; t < kT; ++t) f[h][t] = _mm256_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      __m256i p16[kH][kT];
+      for (int h = 0; h < kH; ++h)
+        for (int t = 0; t < kT; ++t) p16[h][t] = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) {
+        for (int h = 0; h < kH; ++h) {
+          const __m256i w = Load256(q + 64 * (4 * j + s) + 32 * (h0 + h));
+          const __m256i lo = _mm256_and_si256(w, nibble),
+                        hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), nibble);
+          for (int t = 0; t < kT; ++t) {
+            const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+            p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(lo, Bcast32(xs)));
+            p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(hi, Bcast32(xs + 4)));
+          }
+        }
+      }
+      for (int h = 0; h < kH; ++h) {
+        const __m256i sc =
+            _mm256_shuffle_epi8(j < 4 ? sc03[h] : sc47[h], Load256(kScaleShuffles.byte[j % 4]));
+        const __m256 fs = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
+        for (int t = 0; t < kT; ++t)
+          f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(PairSums(p16[h][t])), fs, f[h][t]);
+      }
+    }
+    for (int h = 0; h < kH; ++h) {
+      // The mins: bytes j of m03 / m47 are min j / 4 + j.
+      const int off = 32 * (h0 + h);
+      const __m256i w1 = Load256(blk + 128 + off), w2 = Load256(blk + 192 + off);
+      const __m256i m03 = _mm256_and_si256(w1, low6);
+      const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), nibble),
+                                          _mm256_and_si256(_mm256_srli_epi32(w1, 2), bits45));
+      __m256i m_pair[4];
+      for (int p = 0; p < 4; ++p)
+        m_pair[p] = _mm256_shuffle_epi8(p < 2 ? m03 : m47, Load256(kScaleShuffles.pair[p % 2]));
+      const __m256 dmin = LoadF16x8(blk + 32 + 16 * (h0 + h));
+      for (int t = 0; t < kT; ++t) {
+        __m256i mins = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p)
+          mins = _mm256_add_epi32(mins, _mm256_madd_epi16(m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p)));
+        f[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, f[h][t]);
+        acc[h][t] = _mm256_fmadd_ps(f[h][t], _mm256_set1_ps(x[t].blocks[b].d), acc[h][t]);
+      }
+    }
+  }
+}
+
+// The 6-bit codes of one packed q6_k sub-block's half h (8 rows x 16 inputs; packed.h) as four registers
+// of 4 inputs x 8 rows.
+inline void ExpandQ6KHalf(const uint8_t* q, int h, __m256i* u) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f), high2 = _mm256_set1_epi8(0x30);
+  const __m256i l0 = Load256(q + 32 * h), l1 = Load256(q + 64 + 32 * h), hb = Load256(q + 128 + 32 * h);
+  u[0] = _mm256_or_si256(_mm256_and_si256(l0, nibble), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high2));
+  u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble),
+                         _mm256_and_si256(_mm256_slli_epi16(hb, 2), high2));
+  u[2] = _mm256_or_si256(_mm256_and_si256(l1, nibble), _mm256_and_si256(hb, high2));
+  u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nibble),
+                         _mm256_and_si256(_mm256_srli_epi16(hb, 2), high2));
+}
+
+template <int kT, int kH, bool kStream>
+void Q6KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*acc)[kT]) {
+  constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    PrefetchAhead<kStream>(blk, kBlock);
+    const uint8_t* pairs = blk + 32;  // per pair of sub-blocks (416 bytes): scales, then 2 x (ql, qh)
+    __m256 f[kH][kT];
+    for (int h = 0; h < kH; ++h)
+      for (int t = 0; t < kT; ++t) f[h][t] = _mm256_setzero_ps();
+    for (int p = 0; p < 8; ++p) {
+      for (int h = 0; h < kH; ++h) {
+        // Scales of the half's 8 rows, both sub-blocks of the pair: an int16 pair per 32-bit lane.
+        const __m256i sc_pair = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(pairs + 416 * p + 16 * (h0 + h))));
+        const __m256 d = LoadF16x8(blk + 16 * (h0 + h));
+        for (int e = 0; e < 2; ++e) {
+          const int j = 2 * p + e;  // inputs 16 j .. 16 j + 15
+          const __m256i sc =
+              e == 0 ? _mm256_srai_epi32(_mm256_slli_epi32(sc_pair, 16), 16) : _mm256_srai_epi32(sc_pair, 16);
+          const __m256 fs = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+          __m256i u[4];
+          ExpandQ6KHalf(pairs + 416 * p + 32 + 192 * e, h0 + h, u);
+          for (int t = 0; t < kT; ++t) {
+            const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+            const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], Bcast32(xs)),
+                                                 _mm256_maddubs_epi16(u[1], Bcast32(xs + 4)));
+            const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], Bcast32(xs + 8)),
+                                                 _mm256_maddubs_epi16(u[3], Bcast32(xs + 12)));
+            const __m256i isum = _mm256_add_epi32(_mm256_set1_epi32(x[t].off16[16 * b + j]),
+                                                  _mm256_add_epi32(PairSums(p01), PairSums(p23)));
+            f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), fs, f[h][t]);
+          }
+        }
+      }
+    }
+    for (int h = 0; h < kH; ++h)
+      for (int t = 0; t < kT; ++t)
+        acc[h][t] = _mm256_fmadd_ps(f[h][t], _mm256_set1_ps(x[t].blocks[b].d), acc[h][t]);
+  }
+}
+
+// Halves [h0, h0 + kH) of one group (rows n0 + 8 h0 ..) against tokens [t0, t0 + kT); `valid` rows of the
+// group exist (the last group may be partial).
+template <int kT, int kH, bool kStream>
+void HalfTile(const MatMulArgs& a, const uint8_t* g, int h0, const uint8_t* xq, size_t xq_row_bytes,
+              int64_t t0, int64_t n0, int64_t valid) {
+  __m256 acc[kH][kT];
+  for (int h = 0; h < kH; ++h)
+    for (int t = 0; t < kT; ++t) acc[h][t] = _mm256_setzero_ps();
+  if (a.w_dtype == DType::kQ8_0) {
+    Q8ActRow x[kT];
+    for (int t = 0; t < kT; ++t) x[t] = ViewQ8ActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    Q8_0Half<kT, kH, kStream>(g, h0, x, a.k / 32, acc);
+  } else {
+    Q8KActRow x[kT];
+    for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    if (a.w_dtype == DType::kQ4_K) {
+      Q4KHalf<kT, kH, kStream>(g, h0, x, a.k / 256, acc);
+    } else {
+      Q6KHalf<kT, kH, kStream>(g, h0, x, a.k / 256, acc);
+    }
+  }
+  const __m256 scale = _mm256_set1_ps(a.scale);
+  for (int h = 0; h < kH; ++h) {
+    const int64_t r0 = kHalfRows * (h0 + h), rows = Min<int64_t>(kHalfRows, valid - r0);
+    for (int t = 0; t < kT; ++t) {
+      float* out = a.out + (t0 + t) * a.out_stride + n0 + r0;
+      const __m256 v = _mm256_mul_ps(acc[h][t], scale);
+      if (rows == kHalfRows) {
+        _mm256_storeu_ps(out, v);
+      } else {
+        alignas(32) float tmp[kHalfRows];
+        _mm256_store_ps(tmp, v);
+        for (int64_t r = 0; r < rows; ++r) out[r] = tmp[r];
+      }
+    }
+  }
+}
+
+using HalfTileFn = void (*)(const MatMulArgs&, const uint8_t*, int, const uint8_t*, size_t, int64_t, int64_t,
+                            int64_t);
+// HalfTile of one half for 1..kTokenTile tokens. A plain array, not std::array (see simd.h).
+template <int... kTs>
+HalfTileFn PickHalfTile(int tile, bool stream, std::integer_sequence<int, kTs...>) {
+  static constexpr HalfTileFn kTiles[] = {&HalfTile<kTs + 1, 1, false>...};
+  static constexpr HalfTileFn kStreamTiles[] = {&HalfTile<kTs + 1, 1, true>...};
+  return (stream ? kStreamTiles : kTiles)[tile - 1];
+}
+
+}  // namespace
+
+void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
+  const size_t group_bytes = PackedGroupBytes(a.w_dtype, a.k);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPackRows) {
+    const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
+    const int64_t valid = Min<int64_t>(kPackRows, n_end - n0);
+    if (a.n_tokens == 1) {  // decode: both halves in one pass over the group, which comes from memory
+      HalfTile<1, 2, true>(a, g, 0, x, xq_row_bytes, 0, n0, valid);
+      continue;
+    }
+    for (int h = 0; h < 2 && kHalfRows * h < valid; ++h) {
+      for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
+        const int tile = static_cast<int>(Min<int64_t>(kTokenTile, a.n_tokens - t0));
+        PickHalfTile(tile, h == 0 && t0 == 0, std::make_integer_sequence<int, kTokenTile>{})(
+            a, g, h, x, xq_row_bytes, t0, n0, valid);
+      }
+    }
+  }
+}
+
+}  // namespace hymt::cpu::HYMT_ISA
+#endif
