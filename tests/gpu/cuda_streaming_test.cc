@@ -123,9 +123,10 @@ TEST(CudaStreaming, GraphedDecodeMatchesEager) {
   EXPECT_GT(st.graph_replays, 10 * st.graph_captures);
 }
 
-// The same at head_dim 64 (tiny-gqa4), where the fast attention kernels run and decode steps apply RoPE and
-// write the KV cache inside the attention kernel (RopeNormKvAttention) in eager steps, captures and
-// replays alike; prefill steps take RopeNormKvWrite and Attention.
+// The same at head_dim 64 (tiny-gqa4), where the fast attention kernels run; with HYMT_FUSE_ROPE_ATTN=1
+// (tests/gpu/run.sh runs it so too) decode steps apply RoPE and write the KV cache inside the attention
+// kernel (RopeNormKvAttention) in eager steps, captures and replays alike; prefill steps take
+// RopeNormKvWrite and Attention.
 TEST(CudaStreaming, GraphedDecodeMatchesEagerFastAttention) {
   REQUIRE_GPU();
   SessionOptions eager = Options("resident", -1, 0, "tiny-gqa4");

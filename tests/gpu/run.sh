@@ -99,6 +99,14 @@ if [[ $TESTS == ON ]]; then
   timeout 300 "$BUILD/tests/hymt_gpu_tests" --gtest_output=xml:"$OUT/gpu_tests.xml" >"$OUT/gpu_tests.log" 2>&1
   test_rc=$?
   stamp "tests exit $test_rc"
+  # The fused decode attention (RoPE and the KV write inside it) is off by default; its tests again with it on.
+  stamp "hymt_gpu_tests with HYMT_FUSE_ROPE_ATTN=1"
+  HYMT_FUSE_ROPE_ATTN=1 timeout 120 "$BUILD/tests/hymt_gpu_tests" \
+    --gtest_filter='CudaOpsTest.RopeNormKvAttention*:CudaStreaming.GraphedDecodeMatchesEager*' \
+    --gtest_output=xml:"$OUT/gpu_tests_fused.xml" >"$OUT/gpu_tests_fused.log" 2>&1
+  fused_rc=$?
+  stamp "fused tests exit $fused_rc"
+  (( test_rc == 0 )) && test_rc=$fused_rc
 fi
 
 # ---- bench ----
@@ -121,6 +129,9 @@ if [[ $TESTS == ON ]]; then
     "$OUT/gpu_tests.log" | head -40
   [[ $test_rc -eq 124 ]] && echo "tests TIMED OUT (300 s)"
   grep -B1 -A12 "Failure$" "$OUT/gpu_tests.log" | head -60
+  echo "with HYMT_FUSE_ROPE_ATTN=1:"
+  grep -E "^\[  PASSED  \] [0-9]+ tests?\.|^\[  FAILED  \] " "$OUT/gpu_tests_fused.log" | head -10
+  grep -B1 -A12 "Failure$" "$OUT/gpu_tests_fused.log" | head -30
 else
   echo "tests NOT RUN (no GoogleTest)"
 fi

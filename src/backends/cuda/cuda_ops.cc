@@ -779,12 +779,14 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   // RoPE, the q/k norms and the KV write inside the decode attention kernel (AttentionArgs::Rope): one
-  // launch fewer per layer on steps whose every sequence decodes one row. HYMT_FUSE_ROPE_ATTN=0 turns it
-  // off (RopeNormKvWrite, then Attention).
+  // launch fewer per layer on steps whose every sequence decodes one row, with HYMT_FUSE_ROPE_ATTN=1. Off
+  // by default: on the H200 at the 7B shape a decode graph ran 1-2% longer with it (q4_k_m 2.085 against
+  // 2.063 ms, q8_0 2.839 against 2.797, bf16 4.178 against 4.127; docs/BENCHMARKS.md), the attention
+  // blocks waiting on the rotation that the separate kernel did beside the previous kernel's tail.
   void RopeNormKvAttention(Tensor q, Tensor k, const Tensor& v, int n_heads, const Weight& inv_freq,
                            const Weight* q_norm, const Weight* k_norm, float eps, const KvLayerView& kv,
                            float scale, Tensor out) override {
-    static const bool fuse = !cuda::EnvEquals("HYMT_FUSE_ROPE_ATTN", "0");
+    static const bool fuse = cuda::EnvEquals("HYMT_FUSE_ROPE_ATTN", "1");
     if (!fuse || simple_ || !has_batch_ || !one_row_per_seq_ || Skip(2) || Skip(4)) {
       Ops::RopeNormKvAttention(q, k, v, n_heads, inv_freq, q_norm, k_norm, eps, kv, scale, out);
       return;
