@@ -3,7 +3,7 @@
 // MatMul at the Hunyuan-MT-7B shapes for every weight type (GEMV: decode; GEMM: a 64-token prefill
 // chunk) and decode attention, each as a ratio to its ceiling. Medians of repeats; spread in brackets.
 //
-//   build/bench/kernels [--quick] [--types bf16,q4_k,...] [--isa generic|avx2|avx512]
+//   build/bench/kernels [--quick] [--types bf16,q4_k,...] [--isa generic|avx2|avxvnni|avx512]
 //
 // Threads: HYMT_THREADS (default: all available cores). Weights are random values of the real shapes;
 // the GEMV working set is several times the last-level cache (copies of the matrix are cycled), so
@@ -509,7 +509,7 @@ int Main(int argc, char** argv) {
     } else if (a == "--isa" && i + 1 < argc) {
       if (!cpu::ParseIsa(argv[++i], &isa)) Fail(ErrorCode::kInvalidArgument, "unknown ISA ", argv[i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--types f32,bf16,q4_k,...] [--isa generic|avx2|avx512]\n",
+      std::fprintf(stderr, "usage: %s [--quick] [--types f32,bf16,q4_k,...] [--isa generic|avx2|avxvnni|avx512]\n",
                    argv[0]);
       return 2;
     }
@@ -531,7 +531,7 @@ int Main(int argc, char** argv) {
   std::printf("ceilings (median [min-max]; bandwidth over 32 MiB slices, peaks over %d runs of ~3 ms)\n",
               repeats * 10);
   std::printf("  read bandwidth         %8.1f GB/s    %s\n", bw.median, Spread(bw).c_str());
-  Stats fma{}, bf16{}, int8{};  // int8: vpdpbusd on AVX-512, vpmaddubsw on AVX2
+  Stats fma{}, bf16{}, int8{};  // int8: vpdpbusd on AVX-512 and AVX-VNNI, vpmaddubsw on AVX2
 #if defined(__x86_64__)
   // The ceilings of the kernels under test: with --isa avx2 on an AVX-512 host, the ymm ones.
   if (isa == cpu::Isa::kAvx512) {
@@ -541,11 +541,14 @@ int Main(int argc, char** argv) {
     std::printf("  f32 FMA (zmm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
     std::printf("  vdpbf16ps peak         %8.1f GFLOP/s %s\n", bf16.median, Spread(bf16).c_str());
     std::printf("  vpdpbusd peak          %8.1f GOP/s   %s\n", int8.median, Spread(int8).c_str());
-  } else if (isa == cpu::Isa::kAvx2) {
+  } else if (isa == cpu::Isa::kAvx2 || isa == cpu::Isa::kAvxVnni) {
+    const bool vnni = isa == cpu::Isa::kAvxVnni;
     fma = Peak(&HostFmaLoopAvx2, kHostFmaLoopAvx2Flops, repeats);
-    int8 = Peak(&HostInt8LoopAvx2, kHostInt8LoopAvx2Ops, repeats);
+    int8 = vnni ? Peak(&HostVnniLoopAvx2, kHostVnniLoopAvx2Ops, repeats)
+                : Peak(&HostInt8LoopAvx2, kHostInt8LoopAvx2Ops, repeats);
     std::printf("  f32 FMA (ymm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
-    std::printf("  vpmaddubsw (ymm) peak  %8.1f GOP/s   %s\n", int8.median, Spread(int8).c_str());
+    std::printf("  %-21s %8.1f GOP/s   %s\n", vnni ? "vpdpbusd (ymm) peak" : "vpmaddubsw (ymm) peak", int8.median,
+                Spread(int8).c_str());
   }
 #endif
   const Stats dispatch = DispatchMicroseconds();
@@ -560,7 +563,7 @@ int Main(int argc, char** argv) {
   std::printf(
       "        without a packed layout (dequantised into f32 panels); rows marked * are packed weights\n");
   std::printf(
-      "        (q8_0, q4_k, q6_k on AVX2 and AVX-512): int8 GOP/s, %% of the int8 peak (vpdpbusd, or AVX2's\n"
+      "        (q8_0, q4_k, q6_k on every ISA but generic): int8 GOP/s, %% of the int8 peak (vpdpbusd, or AVX2's\n"
       "        vpmaddubsw). GB/s and GOP/s count\n");
   std::printf("        the stored (file) size and shape.\n");
   std::printf("%-8s %-11s | %6s %6s %5s | %6s %6s %5s | %6s %5s | %6s %5s\n", "type", "shape", "BW", "GEMV",

@@ -145,12 +145,17 @@ int RunBench(int argc, char** argv) {
   const size_t probe = HostMemoryAvailable() > (uint64_t{12} << 30) ? size_t{4} << 30 : size_t{1} << 30;
   double host_bandwidth = MeasureHostReadBandwidthBest(probe);
   const double host_fma_peak = MeasureHostFmaPeak();
-  // The int8 ceiling of the kernels this run uses: vpdpbusd with AVX-512 VNNI, else AVX2's three-instruction
-  // sequence (the packed matmuls, backends/cpu/packed.h; none on the generic kernels).
+  // The int8 ceiling of the kernels this run uses (the packed matmuls, backends/cpu/packed.h; none on the
+  // generic kernels): vpdpbusd of AVX-512 VNNI or of AVX-VNNI, or AVX2's vpmaddubsw.
   const cpu::Isa isa = cpu::DefaultIsa();
-  const bool vnni = isa == cpu::Isa::kAvx512;
-  const double host_int8_peak =
-      vnni ? MeasureHostVnniPeak() : isa == cpu::Isa::kAvx2 ? MeasureHostAvx2Int8Peak() : 0.0;
+  const char* int8_name = isa == cpu::Isa::kAvx512    ? "avx512-vnni"
+                          : isa == cpu::Isa::kAvxVnni ? "avx-vnni"
+                          : isa == cpu::Isa::kAvx2    ? "avx2"
+                                                      : "";
+  const double host_int8_peak = isa == cpu::Isa::kAvx512    ? MeasureHostVnniPeak()
+                                : isa == cpu::Isa::kAvxVnni ? MeasureHostAvxVnniPeak()
+                                : isa == cpu::Isa::kAvx2    ? MeasureHostAvx2Int8Peak()
+                                                            : 0.0;
   // The device ceiling too, before the model loads: its buffer is freed before any of the plan's
   // allocations, so it never adds to the device memory a --gpu-mem budget bounds (a quarter of the budget,
   // from 256 MiB, several times any GPU's L2, up to 2 GiB). Used when the plan runs on the GPU.
@@ -298,9 +303,9 @@ int RunBench(int argc, char** argv) {
   }
   if (on_host && host_int8_peak > 0) {
     std::printf("%-22s %12.1f GOP/s   (measured now); prefill reaches %.1f%% of it\n",
-                vnni ? "host int8 VNNI peak" : "host int8 AVX2 peak", host_int8_peak,
+                StrCat("host int8 peak (", int8_name, ")").c_str(), host_int8_peak,
                 100 * flops / p.seconds / 1e9 / host_int8_peak);
-    out.Set("host_int8_isa", Json(vnni ? "avx512-vnni" : "avx2"));
+    out.Set("host_int8_isa", Json(int8_name));
     out.Set("host_int8_peak_gop_s", Json(host_int8_peak));
     out.Set("prefill_fraction_of_int8_peak", Json(flops / p.seconds / 1e9 / host_int8_peak));
   }

@@ -30,6 +30,9 @@ double MeasureHostVnniPeak(int repeats = 30);
 // peak leaves out). 0 without AVX2. The ceiling of the packed matmuls' AVX2 kernels
 // (kernels/matmul_packed_avx2.cc).
 double MeasureHostAvx2Int8Peak(int repeats = 30);
+// The same for AVX-VNNI: register-resident 256-bit vpdpbusd loops. 0 without AVX-VNNI. The ceiling of
+// the packed matmuls' avxvnni kernels.
+double MeasureHostAvxVnniPeak(int repeats = 30);
 
 #if defined(__x86_64__)
 // The loops MeasureHostFmaPeak times, for benchmarks that time them their own way: iters iterations of
@@ -45,6 +48,10 @@ inline constexpr double kHostVnniLoopAvx512Ops = 16 * 64 * 2;
 // The loop MeasureHostAvx2Int8Peak times: 12 ymm accumulators of vpmaddubsw, 768 ops per iteration.
 double HostInt8LoopAvx2(int64_t iters);
 inline constexpr double kHostInt8LoopAvx2Ops = 12 * 32 * 2;
+// The loop MeasureHostAvxVnniPeak times: 12 ymm accumulators of vpdpbusd, 768 ops per iteration. Call
+// only where the CPU has AVX-VNNI.
+double HostVnniLoopAvx2(int64_t iters);
+inline constexpr double kHostVnniLoopAvx2Ops = 12 * 32 * 2;
 #endif
 
 // The read loop of the bandwidth probes: sums the 64-bit words of [p, p + bytes) (p 64-byte aligned,

@@ -36,7 +36,7 @@ constexpr double kU = 1.0 / (1 << 24);  // unit roundoff of f32
 using cpu::Isa;
 
 std::vector<Isa> AllIsas() {
-  return {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512};
+  return {Isa::kGeneric, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512};
 }
 
 // ---- test data -------------------------------------------------------------------------------------------
@@ -884,7 +884,7 @@ TEST(CpuOpsTestOracle, ActivationsMatchQuantizeRow) {
 TEST(CpuIsaObjects, DefineOnlyTheirOwnNamespace) {
   namespace fs = std::filesystem;
   int checked = 0;
-  for (const char* isa : {"generic", "avx2", "avx512"}) {
+  for (const char* isa : {"generic", "avx2", "avxvnni", "avx512"}) {
     const fs::path dir = fs::path(HYMT_BINARY_DIR) / "CMakeFiles" / (std::string("hymt_cpu_") + isa + ".dir");
     if (!fs::is_directory(dir)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(dir)) {

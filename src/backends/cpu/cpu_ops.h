@@ -12,9 +12,11 @@ namespace hymt {
 namespace cpu {
 
 // The instruction sets the kernels are compiled for (src/backends/cpu/kernels/*.cc, once each).
-enum class Isa { kGeneric, kAvx2, kAvx512 };
+// kAvxVnni is AVX2 plus AVX-VNNI (the 256-bit vpdpbusd of Intel's client chips since Alder Lake, and of
+// Zen 5): the AVX2 kernels, with vpdpbusd in the packed matmul.
+enum class Isa { kGeneric, kAvx2, kAvxVnni, kAvx512 };
 
-const char* IsaName(Isa isa);  // "generic", "avx2", "avx512"
+const char* IsaName(Isa isa);  // "generic", "avx2", "avxvnni", "avx512"
 // Parses a name as printed by IsaName; returns false when unknown.
 bool ParseIsa(std::string_view name, Isa* out);
 // True when this CPU (and the OS) can run the kernels of `isa`.

@@ -17,6 +17,9 @@ const KernelTable& Kernels();
 namespace avx2 {
 const KernelTable& Kernels();
 }
+namespace avxvnni {
+const KernelTable& Kernels();
+}
 namespace avx512 {
 const KernelTable& Kernels();
 }
@@ -25,6 +28,7 @@ namespace {
 
 struct CpuFeatures {
   bool avx2 = false;
+  bool avxvnni = false;
   bool avx512 = false;
 };
 
@@ -51,8 +55,9 @@ CpuFeatures Detect() {
              avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
   unsigned a1, b1, c1, d1;
   __cpuid_count(7, 1, a1, b1, c1, d1);
-  const bool avx512bf16 = a1 & (1u << 5);
+  const bool avx512bf16 = a1 & (1u << 5), avxvnni = a1 & (1u << 4);
   f.avx2 = os_avx && avx2 && fma && f16c && bmi2;
+  f.avxvnni = f.avx2 && avxvnni;
   f.avx512 = f.avx2 && os_avx512 && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni && avx512bf16;
   return f;
 }
@@ -70,6 +75,8 @@ const char* IsaName(Isa isa) {
       return "generic";
     case Isa::kAvx2:
       return "avx2";
+    case Isa::kAvxVnni:
+      return "avxvnni";
     case Isa::kAvx512:
       return "avx512";
   }
@@ -77,7 +84,7 @@ const char* IsaName(Isa isa) {
 }
 
 bool ParseIsa(std::string_view name, Isa* out) {
-  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
     if (name == IsaName(isa)) {
       *out = isa;
       return true;
@@ -92,6 +99,8 @@ bool IsaSupported(Isa isa) {
       return true;
     case Isa::kAvx2:
       return Features().avx2;
+    case Isa::kAvxVnni:
+      return Features().avxvnni;
     case Isa::kAvx512:
       return Features().avx512;
   }
@@ -102,11 +111,12 @@ Isa DefaultIsa() {
   if (const char* env = std::getenv("HYMT_CPU_ISA"); env != nullptr && *env != '\0') {
     Isa isa;
     if (!ParseIsa(env, &isa))
-      Fail(ErrorCode::kInvalidArgument, "HYMT_CPU_ISA=", env, ": expected generic, avx2 or avx512");
+      Fail(ErrorCode::kInvalidArgument, "HYMT_CPU_ISA=", env, ": expected generic, avx2, avxvnni or avx512");
     if (!IsaSupported(isa)) Fail(ErrorCode::kUnsupported, "HYMT_CPU_ISA=", env, ": this CPU cannot run it");
     return isa;
   }
   if (IsaSupported(Isa::kAvx512)) return Isa::kAvx512;
+  if (IsaSupported(Isa::kAvxVnni)) return Isa::kAvxVnni;
   if (IsaSupported(Isa::kAvx2)) return Isa::kAvx2;
   return Isa::kGeneric;
 }
@@ -118,6 +128,8 @@ const KernelTable& GetKernels(Isa isa) {
       return generic::Kernels();
     case Isa::kAvx2:
       return avx2::Kernels();
+    case Isa::kAvxVnni:
+      return avxvnni::Kernels();
     case Isa::kAvx512:
       return avx512::Kernels();
   }

@@ -15,6 +15,9 @@
 //     matmul_packed.cc).
 // Every integer sum is exact, and the f32 work per sub-block and block is the AVX-512 kernel's (the same
 // multiplications in the same order), so both agree with the scalar oracle within the same bound.
+// The avxvnni build (AVX2 plus AVX-VNNI, __AVXVNNI__) has the 256-bit vpdpbusd, and uses it as the AVX-512
+// kernel does: the q8_0 codes plus 128 from c = -128 x (sum of x), int32 sums for q4_k and q6_k, and
+// vpdpwssd for q4_k's mins.
 // Registers: AVX2 has 16. A decode GEMV (one token) walks both halves of a group in one pass (each weight
 // byte read once, from memory); more tokens walk one half at a time, in tiles of up to kTokenTile tokens,
 // the second half and later tiles finding the group's weights in cache.
@@ -47,6 +50,13 @@ inline __m256i Bcast32(const void* p) {
 inline __m256i PairSums(__m256i p16) {
   return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
+#if defined(__AVXVNNI__)
+// The avxvnni build (AVX2 plus AVX-VNNI): acc + the products of the unsigned bytes u with the 4 signed
+// bytes at p broadcast to every lane, per 32-bit lane (vpdpbusd, exact in int32, as the AVX-512 kernel).
+inline __m256i DotBcast(__m256i acc, __m256i u, const void* p) {
+  return _mm256_dpbusd_avx_epi32(acc, u, Bcast32(p));
+}
+#endif
 template <bool kStream>
 inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
   if constexpr (kStream) {
@@ -65,6 +75,18 @@ void Q8_0Half(const uint8_t* g, int h0, const Q8ActRow* x, int64_t nb, __m256 (*
     const uint8_t* blk = g + b * kBlock;
     PrefetchAhead<kStream>(blk, kBlock);
     __m256i isum[kH][kT];
+#if defined(__AVXVNNI__)
+    // The stored codes plus 128 against x, from c = -128 * sum(x) (as matmul_packed.cc's Q8_0Group).
+    (void)top;
+    for (int h = 0; h < kH; ++h)
+      for (int t = 0; t < kT; ++t) isum[h][t] = _mm256_set1_epi32(x[t].c[b]);
+    for (int s = 0; s < 8; ++s) {
+      for (int h = 0; h < kH; ++h) {
+        const __m256i u = Load256(blk + 32 + 64 * s + 32 * (h0 + h));
+        for (int t = 0; t < kT; ++t) isum[h][t] = DotBcast(isum[h][t], u, x[t].blocks[b].qs + 4 * s);
+      }
+    }
+#else
     for (int h = 0; h < kH; ++h)
       for (int t = 0; t < kT; ++t) isum[h][t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
@@ -77,6 +99,7 @@ void Q8_0Half(const uint8_t* g, int h0, const Q8ActRow* x, int64_t nb, __m256 (*
         }
       }
     }
+#endif
     for (int h = 0; h < kH; ++h) {
       const __m256 dw = LoadF16x8(blk + 16 * (h0 + h));
       for (int t = 0; t < kT; ++t)
@@ -127,7 +150,7 @@ void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
     for (int h = 0; h < kH; ++h)
       for (int t = 0; t < kT; ++t) f[h][t] = _mm256_setzero_ps();
     for (int j = 0; j < 8; ++j) {
-      __m256i p16[kH][kT];
+      __m256i p16[kH][kT];  // int16 pairs, or with AVX-VNNI int32 sums
       for (int h = 0; h < kH; ++h)
         for (int t = 0; t < kT; ++t) p16[h][t] = _mm256_setzero_si256();
       for (int s = 0; s < 4; ++s) {
@@ -137,8 +160,12 @@ void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
                         hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), nibble);
           for (int t = 0; t < kT; ++t) {
             const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+#if defined(__AVXVNNI__)
+            p16[h][t] = DotBcast(DotBcast(p16[h][t], lo, xs), hi, xs + 4);
+#else
             p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(lo, Bcast32(xs)));
             p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(hi, Bcast32(xs + 4)));
+#endif
           }
         }
       }
@@ -146,8 +173,14 @@ void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
         const __m256i sc =
             _mm256_shuffle_epi8(j < 4 ? sc03[h] : sc47[h], Load256(kScaleShuffles.byte[j % 4]));
         const __m256 fs = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
-        for (int t = 0; t < kT; ++t)
-          f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(PairSums(p16[h][t])), fs, f[h][t]);
+        for (int t = 0; t < kT; ++t) {
+#if defined(__AVXVNNI__)
+          const __m256i isum = p16[h][t];
+#else
+          const __m256i isum = PairSums(p16[h][t]);
+#endif
+          f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), fs, f[h][t]);
+        }
       }
     }
     for (int h = 0; h < kH; ++h) {
@@ -164,7 +197,11 @@ void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
       for (int t = 0; t < kT; ++t) {
         __m256i mins = _mm256_setzero_si256();
         for (int p = 0; p < 4; ++p)
+#if defined(__AVXVNNI__)
+          mins = _mm256_dpwssd_avx_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+#else
           mins = _mm256_add_epi32(mins, _mm256_madd_epi16(m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p)));
+#endif
         f[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, f[h][t]);
         acc[h][t] = _mm256_fmadd_ps(f[h][t], _mm256_set1_ps(x[t].blocks[b].d), acc[h][t]);
       }
@@ -210,12 +247,17 @@ void Q6KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
           ExpandQ6KHalf(pairs + 416 * p + 32 + 192 * e, h0 + h, u);
           for (int t = 0; t < kT; ++t) {
             const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+#if defined(__AVXVNNI__)
+            __m256i isum = _mm256_set1_epi32(x[t].off16[16 * b + j]);
+            for (int c = 0; c < 4; ++c) isum = DotBcast(isum, u[c], xs + 4 * c);
+#else
             const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], Bcast32(xs)),
                                                  _mm256_maddubs_epi16(u[1], Bcast32(xs + 4)));
             const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], Bcast32(xs + 8)),
                                                  _mm256_maddubs_epi16(u[3], Bcast32(xs + 12)));
             const __m256i isum = _mm256_add_epi32(_mm256_set1_epi32(x[t].off16[16 * b + j]),
                                                   _mm256_add_epi32(PairSums(p01), PairSums(p23)));
+#endif
             f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), fs, f[h][t]);
           }
         }

@@ -27,7 +27,7 @@
 #endif
 
 #if !defined(HYMT_ISA)
-#error "kernels are compiled once per ISA with -DHYMT_ISA=generic|avx2|avx512 (see CMakeLists.txt)"
+#error "kernels are compiled once per ISA with -DHYMT_ISA=generic|avx2|avxvnni|avx512 (see CMakeLists.txt)"
 #endif
 
 namespace hymt::cpu::HYMT_ISA {
