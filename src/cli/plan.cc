@@ -87,6 +87,8 @@ int RunPlan(int argc, char** argv) {
     if (!ParseDType(args.Get("kv-type"), &kv)) Fail(ErrorCode::kInvalidArgument, "unknown --kv-type");
     in.cpu_kv_type = in.gpu_kv_type = kv;
   }
+  // Without a GPU the plan's prediction uses this host's CPU speeds (nothing is chosen by them).
+  if (!in.have_gpu) in.speeds = MeasuredCpuSpeeds(in.speeds);
   Plan p = MakePlan(in);
   std::printf("%s", p.Table(in.config).c_str());
   return 0;

@@ -8,6 +8,7 @@
 #include "core/strings.h"
 #include "model/model.h"
 #include "quant/recipe.h"
+#include "runtime/ceilings.h"
 #include "runtime/kv_cache.h"
 
 namespace hymt {
@@ -446,6 +447,23 @@ int Plan::CountLayers(LayerHome home) const {
   return static_cast<int>(std::count(layers.begin(), layers.end(), home));
 }
 
+DeviceSpeeds MeasuredCpuSpeeds(DeviceSpeeds base) {
+  struct Measured {
+    double bandwidth, flops;
+  };
+  static const Measured m = []() -> Measured {
+    try {
+      return {MeasureHostReadBandwidthBest(size_t{256} << 20, 2), MeasureHostFmaPeak(5) * 1e9};
+    } catch (const Error&) {  // no memory for the probe: the constants stand
+      return {0, 0};
+    }
+  }();
+  if (m.bandwidth > 0) base.cpu_bandwidth = m.bandwidth * 1e9 * kCpuReadFraction;
+  if (m.flops > 0) base.cpu_flops = m.flops * kCpuFlopFraction;
+  base.cpu_measured = m.bandwidth > 0;
+  return base;
+}
+
 Plan MakePlan(const PlanInput& in) {
   const ModelConfig& c = in.config;
   if (in.formats.empty()) Fail(ErrorCode::kInvalidArgument, "the planner needs at least one weight format");
@@ -555,6 +573,13 @@ Plan MakePlan(const PlanInput& in) {
                              p.ring_depth,
                              " GPU slots; each step moves the same bytes "
                              "whatever its batch, so run many sequences at once"));
+  if (p.mode == "cpu" || p.mode == "partial") {
+    char speeds[160];
+    std::snprintf(speeds, sizeof speeds, "predictions take the CPU at %.1f GB/s of weights read, %.0f GFLOP/s (%s)",
+                  in.speeds.cpu_bandwidth / 1e9, in.speeds.cpu_flops / 1e9,
+                  in.speeds.cpu_measured ? "measured on this host" : "assumed");
+    p.notes.push_back(speeds);
+  }
   if (p.mode == "partial")
     p.notes.push_back(StrCat("layers ", p.CountLayers(LayerHome::kGpu), "..", c.n_layers - 1,
                              " run on the CPU; activations cross to the CPU and back once per step"));

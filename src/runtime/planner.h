@@ -106,7 +106,20 @@ struct DeviceSpeeds {
   // (docs/BENCHMARKS.md, "Where a batch-1 step goes").
   double gpu_part_seconds = 10e-6;
   double cpu_part_seconds = 10e-6;
+  bool cpu_measured = false;  // cpu_bandwidth and cpu_flops come from this host (MeasuredCpuSpeeds)
 };
+
+// `base` with the CPU's speeds measured on this host, once per process (~0.1 s): the read bandwidth of a
+// 256 MiB probe times the fraction of it the CPU decode GEMVs reach (kCpuReadFraction), and the f32 FMA
+// peak times the fraction the GEMMs reach (kCpuFlopFraction). Callers use it where no GPU takes part, so
+// the choice between GPU plans never depends on a probe; the prediction of a CPU plan then fits the host
+// instead of a constant.
+DeviceSpeeds MeasuredCpuSpeeds(DeviceSpeeds base = {});
+// The CPU decode read 75-95% of the read bandwidth for packed q8_0/q4_k_m and 82% for bf16 on AVX-512 hosts,
+// 58-85% with the AVX2 kernels (docs/BENCHMARKS.md); the f32 GEMM 45-70% of the FMA peak (the int8 GEMMs
+// of packed weights do more).
+inline constexpr double kCpuReadFraction = 0.8;
+inline constexpr double kCpuFlopFraction = 0.5;
 
 struct PlanInput {
   ModelConfig config;

@@ -145,6 +145,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
     gpu_bytes = [](DType t, int64_t rows, int64_t cols) { return CudaPreparedWeightBytes(t, rows, cols); };
   }
 #endif
+  // Without a GPU the plan's prediction uses this host's CPU speeds (nothing is chosen by them).
+  if (!in.have_gpu) in.speeds = MeasuredCpuSpeeds(in.speeds);
   std::map<std::string, DType> stored_types;
   ForEachTensor(c, weights,
                 [&](const TensorSpec& spec, Weight& t) { stored_types[spec.gguf_name] = t.dtype; });

@@ -206,6 +206,42 @@ TEST(Planner, CpuOnly) {
   ASSERT_EQ(Input("hunyuan-7b", "bf16", 0, 0, "q4_k_m").formats.size(), 1u);
 }
 
+// A CPU plan's prediction follows the CPU speeds it is given: those measured on this host (once per
+// process) change only the CPU's figures; a batch-1 step, bound by reading the weights, takes half as
+// long at twice the bandwidth and never less than the layers' bytes take; the table says where the
+// speeds came from.
+TEST(Planner, CpuPredictionsUseTheHostsSpeeds) {
+  const DeviceSpeeds base;
+  const DeviceSpeeds m = MeasuredCpuSpeeds(base);
+  ASSERT_TRUE(m.cpu_measured);
+  EXPECT_GT(m.cpu_bandwidth, 1e8);
+  EXPECT_GT(m.cpu_flops, 1e8);
+  EXPECT_EQ(m.gpu_bandwidth, base.gpu_bandwidth);
+  EXPECT_EQ(m.pcie_bandwidth, base.pcie_bandwidth);
+  const DeviceSpeeds again = MeasuredCpuSpeeds(base);  // measured once: the same figures
+  EXPECT_EQ(again.cpu_bandwidth, m.cpu_bandwidth);
+
+  PlanInput in = Input("hunyuan-7b", "q4_k_m", 0);
+  double tok_s[2];
+  for (int i = 0; i < 2; ++i) {
+    const double bw = i == 0 ? 5e9 : 10e9;
+    in.speeds = base;
+    in.speeds.cpu_bandwidth = bw;
+    const Plan p = PlanFor(in);
+    ASSERT_EQ(p.mode, "cpu");
+    tok_s[i] = p.predicted_decode_tok_s;
+    double layer_bytes = 0;
+    for (uint64_t b : p.format.layer_bytes) layer_bytes += static_cast<double>(b);
+    EXPECT_LE(tok_s[i], bw / layer_bytes) << bw;
+    const std::string table = p.Table(in.config);
+    EXPECT_NE(table.find("(assumed)"), std::string::npos) << table;
+  }
+  EXPECT_NEAR(tok_s[1] / tok_s[0], 2.0, 0.02);
+  in.speeds = m;
+  const std::string table = PlanFor(in).Table(in.config);
+  EXPECT_NE(table.find("(measured on this host)"), std::string::npos) << table;
+}
+
 // The budget defaults to what the device has free (the context it already holds counted back in), and
 // a larger budget than that is capped with a note.
 TEST(Planner, BudgetsFollowFreeDeviceMemory) {
