@@ -1,5 +1,5 @@
 // The matmul of packed block weights (backends/cpu/packed.h: q8_0, q4_k, q6_k in groups of 16 rows) for
-// AVX2 without VNNI: the layout matmul_packed.cc reads, taken as two halves of 8 rows (bytes 0-31 and
+// the avx2 and avxvnni builds: the layout matmul_packed.cc reads, taken as two halves of 8 rows (bytes 0-31 and
 // 32-63 of each 64-byte stretch of 4 inputs x 16 rows; scales 0-7 and 8-15), one 256-bit register each.
 //
 // AVX2 has no vpdpbusd. Its int8 product, vpmaddubsw, multiplies unsigned by signed bytes and adds each
@@ -8,8 +8,9 @@
 //     products are |w| (unsigned, at most 128) times x carrying w's sign (vpsignb; |x| <= 127, so the
 //     negation is exact): each pair |w x + w' x'| <= 2 x 128 x 127 = 32,512, widened to int32 at once by
 //     vpmaddwd with ones. The block's int32 sum starts at zero (w is signed; no offset to remove).
-//   q4_k: codes 0..15 times x, a pair at most 2 x 15 x 127 = 3,810, so the 8 products of a 32-input
-//     sub-block (both nibbles of 4 packed bytes, 4 steps) add up in int16 (<= 30,480) before vpmaddwd.
+//   q4_k: codes 0..15 times x, a pair at most 2 x 15 x 127 = 3,810, so the 8 pair sums a lane gets over a
+//     32-input sub-block (both nibbles of 4 packed bytes, 4 steps) add up in int16 (<= 30,480) before
+//     vpmaddwd.
 //   q6_k: codes 0..63 times x, a pair at most 16,002; two add in int16 (<= 32,004), so a 16-input
 //     sub-block takes 2 vpmaddwd. Its int32 sum starts at -32 x (sum of x), the codes' offset (as in
 //     matmul_packed.cc).
