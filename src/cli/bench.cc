@@ -147,15 +147,24 @@ int RunBench(int argc, char** argv) {
   const double host_fma_peak = MeasureHostFmaPeak();
   // The int8 ceiling of the kernels this run uses (the packed matmuls, backends/cpu/packed.h; none on the
   // generic kernels): vpdpbusd of AVX-512 VNNI or of AVX-VNNI, or AVX2's vpmaddubsw.
-  const cpu::Isa isa = cpu::DefaultIsa();
-  const char* int8_name = isa == cpu::Isa::kAvx512    ? "avx512-vnni"
-                          : isa == cpu::Isa::kAvxVnni ? "avx-vnni"
-                          : isa == cpu::Isa::kAvx2    ? "avx2"
-                                                      : "";
-  const double host_int8_peak = isa == cpu::Isa::kAvx512    ? MeasureHostVnniPeak()
-                                : isa == cpu::Isa::kAvxVnni ? MeasureHostAvxVnniPeak()
-                                : isa == cpu::Isa::kAvx2    ? MeasureHostAvx2Int8Peak()
-                                                            : 0.0;
+  const char* int8_name = "";
+  double host_int8_peak = 0;
+  switch (cpu::DefaultIsa()) {
+    case cpu::Isa::kAvx512:
+      int8_name = "avx512-vnni";
+      host_int8_peak = MeasureHostVnniPeak();
+      break;
+    case cpu::Isa::kAvxVnni:
+      int8_name = "avx-vnni";
+      host_int8_peak = MeasureHostAvxVnniPeak();
+      break;
+    case cpu::Isa::kAvx2:
+      int8_name = "avx2";
+      host_int8_peak = MeasureHostAvx2Int8Peak();
+      break;
+    case cpu::Isa::kGeneric:
+      break;
+  }
   // The device ceiling too, before the model loads: its buffer is freed before any of the plan's
   // allocations, so it never adds to the device memory a --gpu-mem budget bounds (a quarter of the budget,
   // from 256 MiB, several times any GPU's L2, up to 2 GiB). Used when the plan runs on the GPU.

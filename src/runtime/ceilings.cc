@@ -63,51 +63,36 @@ __attribute__((target("avx512f,avx512vnni"))) double HostVnniLoopAvx512(int64_t 
   for (int i = 0; i < 16; ++i) s += _mm512_reduce_add_epi32(acc[i]);
   return static_cast<double>(s);
 }
-// vpmaddubsw into 12 int16 accumulators; each product takes its accumulator's bytes as the unsigned operand,
-// so that nothing is loop-invariant: twelve chains of vpmaddubsw + vpaddw (4-6 cycles) against 12
-// multiplies an iteration on the two pipes that take them. In assembly: GCC 12 kept some of twelve
-// accumulator variables on the stack, which halved the rate on a Zen 5 host.
+// The int8 peaks of AVX2 without and with AVX-VNNI, on 12 ymm accumulators, in assembly (GCC 12 kept some
+// of twelve accumulator variables on the stack, which halved the rate on a Zen 5 host).
+//   AVX2: vpmaddubsw into int16 accumulators, each product taking its accumulator's bytes as the unsigned
+//     operand so that nothing is loop-invariant: twelve chains of vpmaddubsw + vpaddw (4-6 cycles)
+//     against 12 multiplies an iteration on the two pipes that take them.
+//   AVX-VNNI: vpdpbusd into int32 accumulators, VEX-encoded (the EVEX form needs AVX-512).
+// The accumulators' values only keep the loop live.
 #define HYMT_INT8_STEP(n) "vpmaddubsw %[b], %" #n ", %[t]\n\tvpaddw %[t], %" #n ", %" #n "\n\t"
-__attribute__((target("avx2"))) double HostInt8LoopAvx2(int64_t iters) {
-  __m256i a0 = _mm256_set1_epi16(0), a1 = _mm256_set1_epi16(1), a2 = _mm256_set1_epi16(2),
-          a3 = _mm256_set1_epi16(3), a4 = _mm256_set1_epi16(4), a5 = _mm256_set1_epi16(5),
-          a6 = _mm256_set1_epi16(6), a7 = _mm256_set1_epi16(7), a8 = _mm256_set1_epi16(8),
-          a9 = _mm256_set1_epi16(9), a10 = _mm256_set1_epi16(10), a11 = _mm256_set1_epi16(11);
-  const __m256i b = _mm256_set1_epi8(-2);
-  __m256i t;
-  for (int64_t i = 0; i < iters; ++i)
-    asm(HYMT_INT8_STEP(0) HYMT_INT8_STEP(1) HYMT_INT8_STEP(2) HYMT_INT8_STEP(3) HYMT_INT8_STEP(4)
-            HYMT_INT8_STEP(5) HYMT_INT8_STEP(6) HYMT_INT8_STEP(7) HYMT_INT8_STEP(8) HYMT_INT8_STEP(9)
-                HYMT_INT8_STEP(10) HYMT_INT8_STEP(11)
-        : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9),
-          "+x"(a10), "+x"(a11), [t] "=&x"(t)
-        : [b] "x"(b));
-  const __m256i s = _mm256_add_epi16(
-      _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
-                       _mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7))),
-      _mm256_add_epi16(_mm256_add_epi16(a8, a9), _mm256_add_epi16(a10, a11)));
-  alignas(32) int16_t out[16];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
-  int64_t sum = 0;
-  for (int16_t v : out) sum += v;
-  return static_cast<double>(sum);
-}
-#undef HYMT_INT8_STEP
-// The 256-bit vpdpbusd of AVX-VNNI (VEX-encoded: the EVEX form needs AVX-512), 12 accumulators.
 #define HYMT_VNNI_STEP(n) "%{vex%} vpdpbusd %[b], %[a], %" #n "\n\t"
-__attribute__((target("avx2"))) double HostVnniLoopAvx2(int64_t iters) {
+#define HYMT_TWELVE(STEP) \
+  STEP(0) STEP(1) STEP(2) STEP(3) STEP(4) STEP(5) STEP(6) STEP(7) STEP(8) STEP(9) STEP(10) STEP(11)
+#define HYMT_TWELVE_OPERANDS                                                                             \
+  : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), \
+    "+x"(a10), "+x"(a11), [t] "=&x"(t)                                                                  \
+  : [a] "x"(a), [b] "x"(b)
+template <bool kVnni>
+__attribute__((target("avx2"))) double Int8LoopAvx2(int64_t iters) {
   __m256i a0 = _mm256_set1_epi32(0), a1 = _mm256_set1_epi32(1), a2 = _mm256_set1_epi32(2),
           a3 = _mm256_set1_epi32(3), a4 = _mm256_set1_epi32(4), a5 = _mm256_set1_epi32(5),
           a6 = _mm256_set1_epi32(6), a7 = _mm256_set1_epi32(7), a8 = _mm256_set1_epi32(8),
           a9 = _mm256_set1_epi32(9), a10 = _mm256_set1_epi32(10), a11 = _mm256_set1_epi32(11);
   const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
-  for (int64_t i = 0; i < iters; ++i)
-    asm(HYMT_VNNI_STEP(0) HYMT_VNNI_STEP(1) HYMT_VNNI_STEP(2) HYMT_VNNI_STEP(3) HYMT_VNNI_STEP(4)
-            HYMT_VNNI_STEP(5) HYMT_VNNI_STEP(6) HYMT_VNNI_STEP(7) HYMT_VNNI_STEP(8) HYMT_VNNI_STEP(9)
-                HYMT_VNNI_STEP(10) HYMT_VNNI_STEP(11)
-        : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9),
-          "+x"(a10), "+x"(a11)
-        : [a] "x"(a), [b] "x"(b));
+  __m256i t;
+  for (int64_t i = 0; i < iters; ++i) {
+    if constexpr (kVnni) {
+      asm(HYMT_TWELVE(HYMT_VNNI_STEP) HYMT_TWELVE_OPERANDS);
+    } else {
+      asm(HYMT_TWELVE(HYMT_INT8_STEP) HYMT_TWELVE_OPERANDS);
+    }
+  }
   const __m256i s = _mm256_add_epi32(
       _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
                        _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7))),
@@ -118,7 +103,16 @@ __attribute__((target("avx2"))) double HostVnniLoopAvx2(int64_t iters) {
   for (int32_t v : out) sum += v;
   return static_cast<double>(sum);
 }
+#undef HYMT_TWELVE_OPERANDS
+#undef HYMT_TWELVE
 #undef HYMT_VNNI_STEP
+#undef HYMT_INT8_STEP
+double HostInt8LoopAvx2(int64_t iters) {
+  return Int8LoopAvx2<false>(iters);
+}
+double HostVnniLoopAvx2(int64_t iters) {
+  return Int8LoopAvx2<true>(iters);
+}
 #endif
 
 namespace {

@@ -109,7 +109,7 @@ struct DeviceSpeeds {
   bool cpu_measured = false;  // cpu_bandwidth and cpu_flops come from this host (MeasuredCpuSpeeds)
 };
 
-// `base` with the CPU's speeds measured on this host, once per process (~0.1 s): the read bandwidth of a
+// `base` with the CPU's speeds measured on this host, once per process (~0.1-0.3 s): the read bandwidth of a
 // 256 MiB probe times the fraction of it the CPU decode GEMVs reach (kCpuReadFraction), and the f32 FMA
 // peak times the fraction the GEMMs reach (kCpuFlopFraction). Callers use it where no GPU takes part, so
 // the choice between GPU plans never depends on a probe; the prediction of a CPU plan then fits the host

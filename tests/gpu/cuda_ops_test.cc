@@ -1688,8 +1688,7 @@ class CudaGraphTest : public CudaOpsTest {
  protected:
   struct Buffers {
     DevTensor x, h, q, k, v, att, o, g, u, logits_rows, logits;
-    std::unique_ptr<Buffer> kpool, vpool;
-    KvLayerView kv;
+    DevKv cache;
   };
 
   void MakeWeights(Rng& rng) {
@@ -1729,18 +1728,7 @@ class CudaGraphTest : public CudaOpsTest {
     b.u = NewTensor(rows, L::kFfn);
     b.logits_rows = NewTensor(rows, L::kHidden);
     b.logits = NewTensor(rows, L::kVocab, DType::kF32);
-    b.kv.dtype = DType::kBF16;
-    b.kv.n_kv_heads = L::kKvHeads;
-    b.kv.head_dim = L::kHeadDim;
-    b.kv.page_size = 16;
-    b.kv.n_pages = n_pages;
-    const size_t bytes = b.kv.PageBytes() * static_cast<size_t>(n_pages);
-    b.kpool = ops_->Allocate(bytes, "k");
-    b.vpool = ops_->Allocate(bytes, "v");
-    cuda_->Fill16(b.kpool->data(), bytes / 2, kNaNBf16);
-    cuda_->Fill16(b.vpool->data(), bytes / 2, kNaNBf16);
-    b.kv.k = b.kpool->data();
-    b.kv.v = b.vpool->data();
+    b.cache = NewKv(DType::kBF16, L::kKvHeads, L::kHeadDim, 16, n_pages);
     return b;
   }
 
@@ -1756,8 +1744,8 @@ class CudaGraphTest : public CudaOpsTest {
     ops_->MatMul(b.h.t, w.wv, b.v.t);
     ops_->RopeNorm(b.q.t, L::kHeads, L::kHeadDim, w.inv_freq, &w.qnorm, 1e-5f);
     ops_->RopeNorm(b.k.t, L::kKvHeads, L::kHeadDim, w.inv_freq, &w.qnorm, 1e-5f);
-    ops_->KvWrite(b.k.t, b.v.t, b.kv);
-    ops_->Attention(b.q.t, b.kv, L::kHeads, 0.125f, b.att.t);
+    ops_->KvWrite(b.k.t, b.v.t, b.cache.kv);
+    ops_->Attention(b.q.t, b.cache.kv, L::kHeads, 0.125f, b.att.t);
     ops_->MatMul(b.att.t, w.wo, b.o.t);
     ops_->Add(b.x.t, b.o.t);
     ops_->RmsNorm(b.x.t, w.norm, 1e-5f, b.h.t);
@@ -1783,8 +1771,8 @@ class CudaGraphTest : public CudaOpsTest {
     std::vector<float> v = RandomBf16(rng, k.size());
     DevTensor dk = Input(k, hist.n_rows(), width), dv = Input(v, hist.n_rows(), width);
     ops_->BeginStep(hist);
-    ops_->KvWrite(dk.t, dv.t, a.kv);
-    ops_->KvWrite(dk.t, dv.t, b.kv);
+    ops_->KvWrite(dk.t, dv.t, a.cache.kv);
+    ops_->KvWrite(dk.t, dv.t, b.cache.kv);
   }
 
   MiniLayer layer_;

@@ -31,6 +31,7 @@
 #if defined(HYMT_ISA_IS_avx512)
 #include <utility>
 
+#include "backends/cpu/kernels/packed_common.h"
 #include "backends/cpu/packed.h"
 
 namespace hymt::cpu::HYMT_ISA {
@@ -49,17 +50,6 @@ inline __m512i Bcast32(const void* p) {
 inline __m512i DpbusdBcast(__m512i acc, __m512i w, const void* p) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const int32_t*>(p)));
   return acc;
-}
-// When kStream (the block at p, of `bytes`, is about to be read from memory): asks for the lines that
-// start inside the same span kPrefetchAhead bytes further on, so that consecutive blocks ask for each
-// line once.
-template <bool kStream>
-inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
-  if constexpr (kStream) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
-    for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < begin + bytes; line += 64)
-      PrefetchLine(reinterpret_cast<const void*>(line));
-  }
 }
 inline __m512 LoadF16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -127,22 +117,6 @@ void Q8_0Group2(const uint8_t* g0, const uint8_t* g1, const Q8ActRow* x, int64_t
     }
   }
 }
-
-// vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (kByte[j]), and
-// that widen bytes 2 e and 2 e + 1 of every 32-bit lane to an int16 pair (kPair[e]).
-struct ScaleShuffles {
-  alignas(64) uint8_t byte[4][64];
-  alignas(64) uint8_t pair[2][64];
-  constexpr ScaleShuffles() : byte{}, pair{} {
-    for (int i = 0; i < 64; ++i) {
-      const int lane = i / 4 % 4, k = i % 4;
-      for (int j = 0; j < 4; ++j) byte[j][i] = k == 0 ? static_cast<uint8_t>(4 * lane + j) : 0x80;
-      for (int e = 0; e < 2; ++e)
-        pair[e][i] = k % 2 == 0 ? static_cast<uint8_t>(4 * lane + 2 * e + k / 2) : 0x80;
-    }
-  }
-};
-constexpr ScaleShuffles kScaleShuffles;
 
 template <int kT, bool kStream>
 void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {

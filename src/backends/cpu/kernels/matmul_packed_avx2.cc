@@ -27,6 +27,7 @@
 #if defined(HYMT_ISA_IS_avx2)
 #include <utility>
 
+#include "backends/cpu/kernels/packed_common.h"
 #include "backends/cpu/packed.h"
 
 namespace hymt::cpu::HYMT_ISA {
@@ -58,14 +59,6 @@ inline __m256i DotBcast(__m256i acc, __m256i u, const void* p) {
   return _mm256_dpbusd_avx_epi32(acc, u, Bcast32(p));
 }
 #endif
-template <bool kStream>
-inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
-  if constexpr (kStream) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
-    for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < begin + bytes; line += 64)
-      PrefetchLine(reinterpret_cast<const void*>(line));
-  }
-}
 
 // acc[h][t] (8 rows of half h0 + h) += the group's blocks for tokens t < kT, halves h < kH.
 template <int kT, int kH, bool kStream>
@@ -109,22 +102,6 @@ void Q8_0Half(const uint8_t* g, int h0, const Q8ActRow* x, int64_t nb, __m256 (*
     }
   }
 }
-
-// vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (byte[j]), and
-// that widen bytes 2 e and 2 e + 1 of every 32-bit lane to an int16 pair (pair[e]).
-struct ScaleShuffles {
-  alignas(32) uint8_t byte[4][32];
-  alignas(32) uint8_t pair[2][32];
-  constexpr ScaleShuffles() : byte{}, pair{} {
-    for (int i = 0; i < 32; ++i) {
-      const int lane = i / 4 % 4, k = i % 4;
-      for (int j = 0; j < 4; ++j) byte[j][i] = k == 0 ? static_cast<uint8_t>(4 * lane + j) : 0x80;
-      for (int e = 0; e < 2; ++e)
-        pair[e][i] = k % 2 == 0 ? static_cast<uint8_t>(4 * lane + 2 * e + k / 2) : 0x80;
-    }
-  }
-};
-constexpr ScaleShuffles kScaleShuffles;
 
 template <int kT, int kH, bool kStream>
 void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*acc)[kT]) {

@@ -1,0 +1,44 @@
+// What the packed matmuls (matmul_packed.cc for AVX-512, matmul_packed_avx2.cc for the avx2 and avxvnni
+// builds) share: the prefetch of the blocks a group's first tile reads from memory, and the vpshufb tables
+// that spread a q4_k row's scale bytes over its 32-bit lane. Included inside each build's own namespace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/kernels/simd.h"
+
+namespace hymt::cpu::HYMT_ISA {
+namespace {
+
+// When kStream (the block at p, of `bytes`, is about to be read from memory): asks for the lines that
+// start inside the same span kPrefetchAhead bytes further on, so that consecutive blocks ask for each
+// line once.
+template <bool kStream>
+inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
+  if constexpr (kStream) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
+    for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < begin + bytes; line += 64)
+      PrefetchLine(reinterpret_cast<const void*>(line));
+  }
+}
+
+// vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (byte[j]), and
+// that widen bytes 2 e and 2 e + 1 of every 32-bit lane to an int16 pair (pair[e]). A row is a 512-bit
+// register's worth; a 256-bit kernel loads its first half (the pattern repeats per 128-bit lane).
+struct ScaleShuffles {
+  alignas(64) uint8_t byte[4][64];
+  alignas(64) uint8_t pair[2][64];
+  constexpr ScaleShuffles() : byte{}, pair{} {
+    for (int i = 0; i < 64; ++i) {
+      const int lane = i / 4 % 4, k = i % 4;
+      for (int j = 0; j < 4; ++j) byte[j][i] = k == 0 ? static_cast<uint8_t>(4 * lane + j) : 0x80;
+      for (int e = 0; e < 2; ++e)
+        pair[e][i] = k % 2 == 0 ? static_cast<uint8_t>(4 * lane + 2 * e + k / 2) : 0x80;
+    }
+  }
+};
+constexpr ScaleShuffles kScaleShuffles;
+
+}  // namespace
+}  // namespace hymt::cpu::HYMT_ISA
