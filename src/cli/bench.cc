@@ -168,8 +168,8 @@ int RunBench(int argc, char** argv) {
   // The device ceiling too, before the model loads: its buffer is freed before any of the plan's
   // allocations, so it never adds to the device memory a --gpu-mem budget bounds (a quarter of the budget,
   // from 256 MiB, several times any GPU's L2, up to 2 GiB). Used when the plan runs on the GPU.
-  double device_bandwidth = 0;
 #ifdef HYMT_HAVE_CUDA
+  double device_bandwidth = 0;
   const bool on_cuda = so.device == "auto" || so.device.rfind("cuda", 0) == 0;
   if (on_cuda && CudaDeviceCount() > 0) {
     const int dev = so.device.rfind("cuda:", 0) == 0 ? std::atoi(so.device.c_str() + 5) : 0;

@@ -859,6 +859,26 @@ TEST_F(CudaMatMulTest, PrequantisedRowsEqualInBlock) {
   }
 }
 
+// One token row of Q4_K, Q6_K and Q8_0 on both int8 kernels: the bulk-copy one (sm_90+, off by default,
+// weights streamed through shared-memory stages) and the register one (the default), against
+// the reference, at widths that choose 8, 4, 2 and 1 rows per row block and a row count that leaves a
+// partial last one; more row blocks than the grid's blocks, so that stages are refilled.
+TEST_F(CudaMatMulTest, BulkAndRegisterKernels) {
+  struct Reset {
+    ~Reset() { cuda::SetGemvBulk(-1); }
+  } reset;
+  for (int bulk : {1, 0}) {
+    SCOPED_TRACE(bulk ? "bulk-copy kernel" : "register kernel");
+    cuda::SetGemvBulk(bulk);
+    for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+      Check({t, 1027, 256}, {1});
+      Check({t, 61, 4096}, {1});
+      Check({t, 13, 14336}, {1});
+      Check({t, 3, 29952}, {1});
+    }
+  }
+}
+
 // A weight larger than one 16 MiB upload chunk, and the slab loop of the GEMM path (several slabs).
 TEST_F(CudaMatMulTest, LargeWeights) {
   Check({DType::kBF16, 4100, 2048}, {1, 9});

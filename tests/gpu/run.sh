@@ -107,6 +107,15 @@ if [[ $TESTS == ON ]]; then
   fused_rc=$?
   stamp "fused tests exit $fused_rc"
   (( test_rc == 0 )) && test_rc=$fused_rc
+  # The bulk-copy GEMV (one token row, sm_90+) is off by default; the fused products and graphs again with
+  # it on (CudaMatMulTest.BulkAndRegisterKernels runs both kernels against the reference either way).
+  stamp "hymt_gpu_tests with HYMT_GEMV_BULK=1"
+  HYMT_GEMV_BULK=1 timeout 120 "$BUILD/tests/hymt_gpu_tests" \
+    --gtest_filter='CudaOpsTest.Fused*:CudaOpsTest.MixedType*:CudaMatMulTest.PersistentBlocks:CudaMatMulTest.Prequant*:CudaGraphTest.*' \
+    --gtest_output=xml:"$OUT/gpu_tests_bulk.xml" >"$OUT/gpu_tests_bulk.log" 2>&1
+  bulk_rc=$?
+  stamp "bulk-copy kernel tests exit $bulk_rc"
+  (( test_rc == 0 )) && test_rc=$bulk_rc
 fi
 
 # ---- bench ----
@@ -132,6 +141,9 @@ if [[ $TESTS == ON ]]; then
   echo "with HYMT_FUSE_ROPE_ATTN=1:"
   grep -E "^\[  PASSED  \] [0-9]+ tests?\.|^\[  FAILED  \] " "$OUT/gpu_tests_fused.log" | head -10
   grep -B1 -A12 "Failure$" "$OUT/gpu_tests_fused.log" | head -30
+  echo "with HYMT_GEMV_BULK=1:"
+  grep -E "^\[  PASSED  \] [0-9]+ tests?\.|^\[  FAILED  \] " "$OUT/gpu_tests_bulk.log" | head -10
+  grep -B1 -A12 "Failure$" "$OUT/gpu_tests_bulk.log" | head -30
 else
   echo "tests NOT RUN (no GoogleTest)"
 fi

@@ -47,6 +47,12 @@ void EmuCheckAligned(const void* p, size_t alignment) {
   }
 }
 
+void EmuFail(const char* what) {
+  std::fprintf(stderr, "cuda_emu: %s (block %u,%u,%u thread %u)\n", what, blockIdx.x, blockIdx.y, blockIdx.z,
+               threadIdx.x);
+  std::abort();
+}
+
 namespace emu {
 namespace {
 

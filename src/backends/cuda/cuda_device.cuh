@@ -172,6 +172,80 @@ __device__ __forceinline__ void CopyAsyncWait() {
 #endif
 }
 
+// ---- bulk copies into shared memory (sm_90+: cp.async.bulk and an mbarrier) ----
+// One thread asks for a range of global memory in shared memory (BulkCopy), the copy engine does it, and
+// every thread waits on the barrier's phase (MbarWait) instead of on its own loads. The barrier: MbarInit
+// once (count 1), then per phase one MbarExpect (the bytes the phase's copies bring) and its copies; a
+// phase completes when they have all arrived, and MbarWait(bar, phase & 1) returns after that. Sizes and
+// both addresses are multiples of 16. Where there is no sm_90 the kernels that use these are not
+// launched; in the CPU emulator the copy is a plain memcpy and completes the phase at once.
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+#else
+  return 0;
+#endif
+}
+__device__ __forceinline__ void MbarInit(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddr(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+  *bar = 0;  // the emulator: the number of completed phases
+#endif
+}
+__device__ __forceinline__ void MbarExpect(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)), "r"(bytes)
+               : "memory");
+#else
+  (void)bar, (void)bytes;
+#endif
+}
+__device__ __forceinline__ void BulkCopy(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          SmemAddr(smem)),
+      "l"(gmem), "r"(bytes), "r"(SmemAddr(bar))
+      : "memory");
+#elif defined(HYMT_CUDA_EMU)
+  EmuCheckAligned(smem, 16);
+  EmuCheckAligned(gmem, 16);
+  if (bytes % 16 != 0) EmuFail("a bulk copy of a size not a multiple of 16");
+  memcpy(smem, gmem, bytes);
+  (void)bar;
+#else
+  (void)smem, (void)gmem, (void)bytes, (void)bar;
+#endif
+}
+// The emulator's copies are done when issued: the phase's last call (after its copies) completes it.
+__device__ __forceinline__ void MbarIssued(uint64_t* bar) {
+#if !defined(__CUDA_ARCH__)
+  ++*bar;
+#else
+  (void)bar;
+#endif
+}
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t addr = SmemAddr(bar);
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  }
+#elif defined(HYMT_CUDA_EMU)
+  // Every copy completes when issued: a phase still open here was never asked for.
+  if ((*bar & 1u) == parity) EmuFail("a wait on an mbarrier phase no copy was issued for");
+#else
+  (void)bar, (void)parity;
+#endif
+}
+
 // Reads 8 bf16 (16 bytes, aligned) as floats.
 __device__ __forceinline__ void LoadBf16x8(const uint16_t* p, float out[8]) {
   const uint4 v = Ld16(p);
@@ -407,10 +481,21 @@ __device__ __forceinline__ float WeightElement(const WeightView& w, int64_t row,
   }
 }
 
+// A weight load: through the read-only data cache from global memory (kNc), or a plain load (weights the
+// bulk GEMV has copied into shared memory).
+template <bool kNc, typename V>
+__device__ __forceinline__ V LdW(const V* p) {
+  if constexpr (kNc)
+    return __ldg(p);
+  else
+    return *p;
+}
+
 // ---- the vectorised decoders ----
 // Each Fmt<T> provides:
 //   kUnitElems, kPieces      elements one thread loads at a time, and the 8-element pieces they form
-//   Raw Load(w, row, u)      the loads of unit u of a row (all issued before any use)
+//   Raw Load(w, row, u)      the loads of unit u of a row (all issued before any use); for q4_k, q6_k and
+//                            q8_0 Load<false> reads with plain loads (weights copied into shared memory)
 //   Ctx MakeCtx(raw, u)      per-unit values shared by the pieces (scales)
 //   PieceCol(u, p)           column of the first of piece p's 8 consecutive elements
 //   Dequant<p>(raw, ctx, u, out)  the 8 values of piece p (weight scale not applied)
@@ -525,11 +610,12 @@ struct Fmt<DType::kQ8_0> {
   struct Ctx {
     float d;
   };
+  template <bool kNc = true>
   static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
     const uint16_t* d = reinterpret_cast<const uint16_t*>(base + w.rows * w.cols);
-    return {__ldg(reinterpret_cast<const uint4*>(base + row * w.cols) + u),
-            __ldg(d + row * (w.cols / 32) + u / 2)};
+    return {LdW<kNc>(reinterpret_cast<const uint4*>(base + row * w.cols) + u),
+            LdW<kNc>(d + row * (w.cols / 32) + u / 2)};
   }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int) { return {F16ToF32(r.d)}; }
   static __device__ __forceinline__ int PieceCol(int u, int p) { return u * 16 + p * 8; }
@@ -560,14 +646,15 @@ struct Fmt<DType::kQ4_K> {
   struct Ctx {
     float d1, m1, d2, m2;  // scale and min of the unit's two sub-blocks
   };
+  template <bool kNc = true>
   static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
     const int64_t nsb = w.cols / 256;
     const uint8_t* hdr = base + w.rows * w.cols / 2 + (row * nsb + u / 4) * 16;
     const uint8_t* qs = base + row * (w.cols / 2);
-    return {__ldg(reinterpret_cast<const uint4*>(hdr)),
-            __ldg(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 0, nsb))),
-            __ldg(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 1, nsb)))};
+    return {LdW<kNc>(reinterpret_cast<const uint4*>(hdr)),
+            LdW<kNc>(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 0, nsb))),
+            LdW<kNc>(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 1, nsb)))};
   }
   // Scale and min of sub-blocks jj and 4 + jj (jj < 4) from the header's packed scales (bytes 4..15,
   // ggml's get_scale_min_k4): bytes jj, jj + 4 and jj + 8 of them hold both.
@@ -613,6 +700,7 @@ struct Fmt<DType::kQ6_K> {
   struct Ctx {
     float d1, d2;  // d * scale of the unit's two runs of 16 (scales p and 8 + p)
   };
+  template <bool kNc = true>
   static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
     const int64_t K = w.cols, N = w.rows;
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
@@ -620,8 +708,8 @@ struct Fmt<DType::kQ6_K> {
     const uint8_t* qh = base + N * K / 2 + row * (K / 4) + 8 * static_cast<int64_t>(u);
     const uint8_t* sc = base + N * K * 3 / 4 + row * (K / 16) + (u / 8) * 16;
     const uint16_t* d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256) + u / 8;
-    return {__ldg(reinterpret_cast<const uint4*>(ql)), __ldg(reinterpret_cast<const uint2*>(qh)),
-            __ldg(reinterpret_cast<const uint4*>(sc)), __ldg(d)};
+    return {LdW<kNc>(reinterpret_cast<const uint4*>(ql)), LdW<kNc>(reinterpret_cast<const uint2*>(qh)),
+            LdW<kNc>(reinterpret_cast<const uint4*>(sc)), LdW<kNc>(d)};
   }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
     const int p = u % 8;

@@ -167,6 +167,10 @@ bool EnvEquals(const char* name, const char* value);
 // quantising launch instead of every block quantising them itself; -1 (the start): HYMT_GEMV_PREQUANT_K,
 // or 8192 (a negative HYMT_GEMV_PREQUANT_K: never). For tests and tuning.
 void SetGemvPrequantMinK(int64_t k);
+// Whether one-token-row Q4_K, Q6_K and Q8_0 GEMVs stream their weights through shared memory with bulk
+// copies (sm_90+; gemv.cu, GemvBulkKernel, slower than the default register kernel where measured): 1 on,
+// 0 off, -1 (the start) off unless HYMT_GEMV_BULK=1. For tests and tuning.
+void SetGemvBulk(int on);
 // out[t, n] = sum_k x[t, k] * W[n, k] * w.scale for t < x.rows <= kGemvMaxRows, reading W once.
 // out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K, Q6_K and Q8_0
 // weights take the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).

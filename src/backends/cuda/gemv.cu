@@ -65,6 +65,8 @@ bool EnvEquals(const char* name, const char* value) {
   return s != nullptr && std::strcmp(s, value) == 0;
 }
 
+bool GemvBulkEnabled();
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -499,6 +501,48 @@ struct Int8Dot<DType::kQ8_0> {
   }
 };
 
+// The kSmemX prologue: the activation rows into shared memory (sq: n_tok * K int8, sd: their per-16
+// {dx, dx sum q}, slots in ActSlot<T, true> order), copied from a.pre or quantised here (normalised first
+// when a.norm is set). Every thread of the block calls it; it ends with a barrier.
+template <DType T>
+__device__ __forceinline__ void SmemActivations(const GemvArgs& a, int64_t K, int8_t* sq, float2* sd) {
+  const int64_t groups = K / 16;
+  __shared__ float norm_scratch[32], norm_inv[kGemvMaxRows];
+  if (a.pre != nullptr) {
+    const int n16 = static_cast<int>((a.n_tok * K + a.n_tok * groups * 8) / 16);
+    for (int i = threadIdx.x; i < n16; i += kThreads) CopyAsync16(sq + 16 * i, a.pre + 16 * i);
+    CopyAsyncWait();
+  } else if (a.norm.data != nullptr) {
+    for (int t = 0; t < a.n_tok; ++t) {
+      const float inv = RowRmsInv(a.x + t * a.x_stride, K, a.norm_eps, norm_scratch);
+      if (threadIdx.x == 0) norm_inv[t] = inv;
+    }
+    __syncthreads();
+  }
+  // 32-bit indices, tokens outer: a 64-bit division per group costs more than the group's quantisation.
+  const int groups32 = static_cast<int>(groups);
+  for (int t = 0; a.pre == nullptr && t < a.n_tok; ++t) {
+    const uint16_t* xt = a.x + t * a.x_stride;
+    int8_t* sqt = sq + t * K;
+    float2* sdt = sd + t * groups;
+    for (int g = threadIdx.x; g < groups32; g += kThreads) {
+      const int slot = ActSlot<T, true>(g, static_cast<int>(K));
+      if (a.norm.data != nullptr) {
+        float v[16];
+        LoadBf16x8(xt + 16 * g, v);
+        LoadBf16x8(xt + 16 * g + 8, v + 8);
+        const float inv = norm_inv[t];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 16 * g + j));
+        QuantizeValues(v, sqt + 16 * slot, sdt + slot);
+      } else {
+        QuantizeGroup(xt + 16 * g, sqt + 16 * slot, sdt + slot);
+      }
+    }
+  }
+  __syncthreads();
+}
+
 // The int8-activation GEMV: the grid, groups, segments and reduction of GemvKernel.
 //
 // kSmemX: the activation rows are in shared memory, n_tok * K * 1.5 bytes: the block quantises them itself
@@ -530,41 +574,7 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
   if constexpr (kSmemX) {
     int8_t* sq = reinterpret_cast<int8_t*>(DynamicSmem());
     float2* sd = reinterpret_cast<float2*>(sq + a.n_tok * K);  // K % 32 == 0: 16-byte aligned
-    const int64_t groups = K / 16;
-    __shared__ float norm_scratch[32], norm_inv[kGemvMaxRows];
-    if (a.pre != nullptr) {
-      const int n16 = static_cast<int>((a.n_tok * K + a.n_tok * groups * 8) / 16);
-      for (int i = threadIdx.x; i < n16; i += kThreads) CopyAsync16(sq + 16 * i, a.pre + 16 * i);
-      CopyAsyncWait();
-    } else if (a.norm.data != nullptr) {
-      for (int t = 0; t < a.n_tok; ++t) {
-        const float inv = RowRmsInv(a.x + t * a.x_stride, K, a.norm_eps, norm_scratch);
-        if (threadIdx.x == 0) norm_inv[t] = inv;
-      }
-      __syncthreads();
-    }
-    // 32-bit indices, tokens outer: a 64-bit division per group costs more than the group's quantisation.
-    const int groups32 = static_cast<int>(groups);
-    for (int t = 0; a.pre == nullptr && t < a.n_tok; ++t) {
-      const uint16_t* xt = a.x + t * a.x_stride;
-      int8_t* sqt = sq + t * K;
-      float2* sdt = sd + t * groups;
-      for (int g = threadIdx.x; g < groups32; g += kThreads) {
-        const int slot = ActSlot<T, true>(g, static_cast<int>(K));
-        if (a.norm.data != nullptr) {
-          float v[16];
-          LoadBf16x8(xt + 16 * g, v);
-          LoadBf16x8(xt + 16 * g + 8, v + 8);
-          const float inv = norm_inv[t];
-#pragma unroll
-          for (int j = 0; j < 16; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 16 * g + j));
-          QuantizeValues(v, sqt + 16 * slot, sdt + slot);
-        } else {
-          QuantizeGroup(xt + 16 * g, sqt + 16 * slot, sdt + slot);
-        }
-      }
-    }
-    __syncthreads();
+    SmemActivations<T>(a, K, sq, sd);
     xq = sq;
     xds = sd;
   }
@@ -599,6 +609,142 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
       }
     }
     if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
+  }
+}
+
+// ---- the bulk-copy GEMV (sm_90+, one token row, q4_k / q6_k / q8_0) ----
+// GemvInt8Kernel keeps a thread's next weights in its registers, a few units at a time, so the bytes in
+// flight per SM are bounded by registers and the loads stop while the thread computes. Here the copy engine
+// streams each row block into a ring of shared-memory stages (cp.async.bulk, one thread issuing, an
+// mbarrier per stage), several row blocks ahead of the computing threads, which then read the weights
+// from shared memory with the same decoders (Fmt<T>::Load<false>) and dot products (Int8Dot, activations
+// in shared memory as in kSmemX). A row block is S rows (kThreads / G threads per row) of one segment,
+// copied as the weight's arrays for those rows (BulkArrays), laid out in the stage as a weight of S rows,
+// so a WeightView of the stage addresses it. The first stages are asked for before PdlWait (no kernel
+// writes weights); a stage is refilled after the block's barrier at the end of the row block that read it.
+// Measured slower than GemvInt8Kernel, so off by default (HYMT_GEMV_BULK=1 turns it on): batch-1 decode at
+// the 7B shape on an H100, q4_k_m 375 tok/s at best (HYMT_GEMV_BULK_SMEM_KB=56, HYMT_GEMV_BULK_KB=32, the
+// defaults below) against 390-396 for the register kernel, q8_0 248 against 270-273; more shared memory a
+// block was slower still (100 KiB: 305, 200 KiB: 255), and so were smaller stages (docs/BENCHMARKS.md,
+// "Weights through shared memory by bulk copies"). What it shows: bytes in flight are not what the register
+// kernel lacks at these sizes; a block's barrier per row block and the large shared-memory footprint (the
+// next kernel's blocks cannot start beside it) cost more than the deeper stream gains.
+
+constexpr int kBulkMaxStages = 8;
+
+// The arrays of a split weight of width K (cuda_internal.h): bytes per row of each, in their order (array
+// i starts at rows * the sum of the earlier ones). Returns how many.
+__host__ __device__ inline int BulkArrays(DType t, int64_t K, int64_t (&bpr)[4]) {
+  switch (t) {
+    case DType::kQ4_K:
+      bpr[0] = K / 2, bpr[1] = K / 16;
+      return 2;
+    case DType::kQ8_0:
+      bpr[0] = K, bpr[1] = K / 16;
+      return 2;
+    case DType::kQ6_K:
+      bpr[0] = K / 2, bpr[1] = K / 4, bpr[2] = K / 16, bpr[3] = K / 128;
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+// Thread 0: asks for row block b (S rows) of a's weights (and, kPair, the same rows of a.up after them)
+// in the stage at dst, completing the phase of bar.
+template <DType T, bool kPair>
+__device__ __forceinline__ void BulkLoadRowBlock(const GemvArgs& a, int64_t b, int S, uint8_t* dst,
+                                                 uint64_t* bar) {
+  int64_t block = 0;
+  const GemvSeg& sg = BlockSeg(a, b, &block);
+  const int64_t K = sg.w.cols, r0 = block * S;
+  const int64_t n = min(static_cast<int64_t>(S), sg.w.rows - r0);
+  int64_t bpr[4];
+  const int arrays = BulkArrays(T, K, bpr);
+  int64_t row_bytes = 0;
+  for (int i = 0; i < arrays; ++i) row_bytes += bpr[i];
+  MbarExpect(bar, static_cast<uint32_t>(n * row_bytes * (kPair ? 2 : 1)));
+  for (int w = 0; w < (kPair ? 2 : 1); ++w) {
+    const WeightView& src = w == 0 ? sg.w : a.up;
+    const uint8_t* base = static_cast<const uint8_t*>(src.data);
+    uint8_t* out = dst + w * S * row_bytes;
+    int64_t cum = 0;
+    for (int i = 0; i < arrays; ++i) {
+      BulkCopy(out + S * cum, base + src.rows * cum + r0 * bpr[i], static_cast<uint32_t>(n * bpr[i]), bar);
+      cum += bpr[i];
+    }
+  }
+  MbarIssued(bar);
+}
+
+// a.group = G threads per row, S = kThreads / G rows per row block; `stages` stages of stage_bytes each
+// after act_bytes of activations in dynamic shared memory.
+template <DType T, bool kPair>
+__global__ __launch_bounds__(kThreads) void GemvBulkKernel(GemvArgs a, int stages, uint32_t stage_bytes,
+                                                           uint32_t act_bytes) {
+  using F = Fmt<T>;
+  constexpr int kRows = kPair ? 2 : 1;
+  constexpr int kUnroll = 2;  // units a thread loads from shared memory before it uses them
+  const int G = a.group, S = kThreads / G;
+  const int lane_g = threadIdx.x & (G - 1);
+  const int grp = threadIdx.x / G;
+  const int64_t K = a.seg[0].w.cols;
+  const int units = static_cast<int>(K / F::kUnitElems);
+  uint8_t* smem = reinterpret_cast<uint8_t*>(DynamicSmem());
+  uint8_t* ring = smem + act_bytes;
+  __shared__ uint64_t full[kBulkMaxStages];
+  const int64_t first = blockIdx.x, step = gridDim.x;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) MbarInit(&full[i]);
+    for (int i = 0; i < stages && first + i * step < a.n_blocks; ++i)
+      BulkLoadRowBlock<T, kPair>(a, first + i * step, S, ring + i * stage_bytes, &full[i]);
+  }
+  PdlWait();
+  PdlTrigger();
+  int8_t* sq = reinterpret_cast<int8_t*>(smem);
+  float2* sd = reinterpret_cast<float2*>(sq + K);
+  SmemActivations<T>(a, K, sq, sd);  // ends with a barrier, after which the barriers' init is visible
+  int64_t row_bytes = 0;
+  {
+    int64_t bpr[4];
+    const int arrays = BulkArrays(T, K, bpr);
+    for (int i = 0; i < arrays; ++i) row_bytes += bpr[i];
+  }
+  int i = 0;
+  for (int64_t b = first; b < a.n_blocks; b += step, ++i) {
+    const int slot = i % stages;
+    uint8_t* stage = ring + slot * stage_bytes;
+    MbarWait(&full[slot], static_cast<uint32_t>(i / stages) & 1u);
+    int64_t block = 0;
+    const GemvSeg& sg = BlockSeg(a, b, &block);
+    WeightView ws = sg.w;
+    ws.data = stage;
+    ws.rows = S;
+    WeightView us = ws;
+    us.data = stage + S * row_bytes;
+    float acc[kRows][1] = {};
+    for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
+      typename F::Raw raw[kUnroll][kRows];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int u = min(u0 + k * G, units - 1);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) raw[k][r] = F::template Load<false>(r == 0 ? ws : us, grp, u);
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int u = u0 + k * G;
+        if (u < units) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r)
+            acc[r][0] += Int8Dot<T>::template Dot<true>(raw[k][r], F::MakeCtx(raw[k][r], u), u, sq, sd, K);
+        }
+      }
+    }
+    ReduceAndStore<1, 1, kPair>(acc, a, sg, lane_g, grp, block * S + grp);
+    __syncthreads();  // every thread is done with the stage (and ReduceAndStore's shared array)
+    if (threadIdx.x == 0 && b + stages * step < a.n_blocks)
+      BulkLoadRowBlock<T, kPair>(a, b + stages * step, S, stage, &full[slot]);
   }
 }
 
@@ -647,13 +793,15 @@ int64_t GemvGrid(int64_t n_blocks, int resident) {
 
 // The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
 // part, its blocks.
+// fixed_group > 0 sets G instead.
 template <int RPT, int kUnitElems, int kUnroll>
 GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-               int64_t* blocks) {
+               int64_t* blocks, int fixed_group = 0) {
   const int units = static_cast<int>(parts[0].w.cols / kUnitElems);
   const int want = units / (GemvIters(parts[0].w.dtype, x.rows) * kUnroll);
   int group = 32;
   while (group < kThreads && group < want) group *= 2;
+  if (fixed_group > 0) group = fixed_group;
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
   GemvArgs a{};
   a.n_seg = static_cast<int>(parts.size());
@@ -751,9 +899,92 @@ int64_t GemvPrequantMinK() {
   return set >= 0 ? set : env;
 }
 
+// The largest dynamic shared memory set for a kernel on the current device (cudaFuncSetAttribute, once per
+// kernel, device and larger size).
+void AllowDynamicSmem(const void* kernel, size_t bytes) {
+  int dev = 0;
+  HYMT_CUDA_CHECK(cudaGetDevice(&dev));
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, size_t> allowed;
+  const std::lock_guard<std::mutex> lock(mu);
+  size_t& have = allowed[std::make_pair(kernel, dev)];
+  if (bytes <= have) return;
+  HYMT_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  have = bytes;
+}
+
+// GemvBulkKernel's shape (none, stages == 0, where an array's row is not a multiple of 16 bytes or the
+// stages do not fit): rows per row block S (a power of two up to 8) with S rows of one weight within
+// HYMT_GEMV_BULK_KB (32 KiB by default; the SwiGLU pair's stage holds twice that, so that its G, and with it
+// the summation order, is the single product's), and as many stages (2 to kBulkMaxStages) as fit in
+// HYMT_GEMV_BULK_SMEM_KB (56 KiB by default) beside the activations.
+struct BulkShape {
+  int rows = 0, stages = 0;
+  uint32_t stage_bytes = 0, act_bytes = 0;
+};
+BulkShape ChooseBulkShape(DType t, int64_t K, bool pair) {
+  static const int64_t target = int64_t{1024} * std::clamp(EnvInt("HYMT_GEMV_BULK_KB", 32), 1, 256);
+  static const int64_t budget = int64_t{1024} * std::clamp(EnvInt("HYMT_GEMV_BULK_SMEM_KB", 56), 16, 220);
+  int64_t bpr[4];
+  const int arrays = BulkArrays(t, K, bpr);
+  int64_t row_bytes = 0;
+  BulkShape b;
+  for (int i = 0; i < arrays; ++i) {
+    if (bpr[i] % 16 != 0) return b;  // bulk copies move multiples of 16 bytes (q6_k's scales: K % 2048 == 0)
+    row_bytes += bpr[i];
+  }
+  if (row_bytes == 0) return b;
+  b.rows = 8;
+  while (b.rows > 1 && b.rows * row_bytes > target) b.rows /= 2;
+  const auto round128 = [](int64_t v) { return (v + 127) / 128 * 128; };
+  const int64_t act = round128(K + (K / 16) * 8), stage = round128(b.rows * row_bytes * (pair ? 2 : 1));
+  const int64_t stages = std::min<int64_t>(kBulkMaxStages, (budget - act) / stage);
+  if (stages < 2) return BulkShape{};
+  b.stages = static_cast<int>(stages);
+  b.stage_bytes = static_cast<uint32_t>(stage);
+  b.act_bytes = static_cast<uint32_t>(act);
+  return b;
+}
+
+// One token row of an int8 GEMV through GemvBulkKernel; false (nothing launched) where its stages do not
+// fit.
+template <DType T, bool kPair>
+bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
+                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm) {
+  const int64_t K = parts[0].w.cols;
+  const BulkShape shape = ChooseBulkShape(T, K, kPair);
+  if (shape.stages == 0) return false;
+  int64_t blocks = 0;
+  GemvArgs a = Shape<1, Fmt<T>::kUnitElems, 1>(parts, x, out_f32, epi, up, &blocks, kThreads / shape.rows);
+  if (norm != nullptr) {
+    a.norm = norm->w;
+    a.norm_eps = norm->eps;
+  }
+  const bool pdl = PdlEnabled();
+  if (norm == nullptr && K >= GemvPrequantMinK()) {
+    int8_t* xq = static_cast<int8_t*>(scratch);
+    float2* xds = reinterpret_cast<float2*>(xq + K);
+    const dim3 qgrid(static_cast<unsigned>((K / 16 + kThreads - 1) / kThreads), 1);
+    Launch(pdl, QuantizeActKernel<T, true>, qgrid, dim3(kThreads), 0, stream,
+           static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds);
+    a.pre = xq;
+  }
+  const auto kernel = GemvBulkKernel<T, kPair>;
+  const size_t smem = shape.act_bytes + static_cast<size_t>(shape.stages) * shape.stage_bytes;
+  AllowDynamicSmem(reinterpret_cast<const void*>(kernel), smem);
+  const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem));
+  Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a, shape.stages, shape.stage_bytes,
+         shape.act_bytes);
+  return true;
+}
+
 template <DType T, int R, bool kPair, int RPT>
-void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
-                void* scratch, cudaStream_t stream, const GemvNorm* norm) {
+void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
+                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm) {
+  if constexpr (R == 1) {
+    if (GemvBulkEnabled() && LaunchBulk<T, kPair>(parts, x, out_f32, epi, up, scratch, stream, norm)) return;
+  }
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
@@ -864,6 +1095,20 @@ DeviceTraits CurrentDeviceTraits() {
 bool PdlEnabled() {
   static const bool env_on = !EnvEquals("HYMT_PDL", "0");
   return env_on && CurrentDeviceTraits().cc_major >= 9;
+}
+
+// Whether one-token-row int8 GEMVs take the bulk-copy kernel, set by SetGemvBulk (-1: HYMT_GEMV_BULK=1 turns
+// it on; off by default, slower than the register kernel: see GemvBulkKernel); sm_90+ only.
+std::atomic<int> g_gemv_bulk{-1};
+
+void SetGemvBulk(int on) {
+  g_gemv_bulk.store(on, std::memory_order_relaxed);
+}
+
+bool GemvBulkEnabled() {
+  static const bool env_on = EnvEquals("HYMT_GEMV_BULK", "1");
+  const int set = g_gemv_bulk.load(std::memory_order_relaxed);
+  return (set >= 0 ? set != 0 : env_on) && CurrentDeviceTraits().cc_major >= 9;
 }
 
 int SmCount() {

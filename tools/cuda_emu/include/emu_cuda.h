@@ -99,6 +99,8 @@ inline __half2_raw __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t v, __nv_fp8_i
 
 // ---- device intrinsics ----
 void EmuCheckAligned(const void* p, size_t alignment);
+// Reports a device-side failure the emulator detects (with the block and thread) and aborts.
+void EmuFail(const char* what);
 namespace emu {
 int CurrentThread();
 void Syncthreads();
@@ -314,6 +316,13 @@ class Launcher {
 // decode GEMVs get on an H200), so that launchers that cap their grids by it take that branch.
 inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const void*, int, size_t) {
   *n = 2;
+  return cudaSuccess;
+}
+
+// Kernels may take more dynamic shared memory than the default 48 KiB once allowed; the emulator allocates
+// whatever a launch asks for.
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+inline cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) {
   return cudaSuccess;
 }
 
