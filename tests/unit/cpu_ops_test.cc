@@ -464,6 +464,11 @@ TEST_P(CpuOpsTest, MatMulPackedWeights) {
   EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ8_0, 9, 200, 1024, 0.37f}, rng_, true));
   EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ4_K, 33, 272, 1024, 1.0f}, rng_, true));
   EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ6_K, 2, 272, 1024, 1.0f}, rng_, true));
+  // Prefill runs its token tiles over blocks of groups (PackedBlockGroups): at K = 4096 several blocks a
+  // thread, a partial last one, and (q8_0, q6_k) pairs of groups beside a single one.
+  EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ4_K, 21, 400, 4096, 1.0f}, rng_, true));
+  EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ8_0, 13, 208, 4096, 1.0f}, rng_, true));
+  EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ6_K, 13, 208, 4096, 1.0f}, rng_, true));
 }
 
 TEST_P(CpuOpsTest, MatMulSameAsGenericKernels) {

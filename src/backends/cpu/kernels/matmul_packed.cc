@@ -335,25 +335,35 @@ GroupTileFn PickGroupTile(int tile, bool stream, std::integer_sequence<int, kTs.
 void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
   const size_t group_bytes = PackedGroupBytes(a.w_dtype, a.k);
   const auto* x = static_cast<const uint8_t*>(xq);
+  const int64_t block_rows = PackedBlockGroups(a, group_bytes, kPairTokenTile) * kPackRows;
   int64_t n_pairs_end = n_begin;
   const bool pairs = a.w_dtype == DType::kQ8_0 || a.w_dtype == DType::kQ6_K;
   if (pairs && a.n_tokens > 1) {  // one token (decode) is bound by memory either way
-    for (; n_pairs_end + 2 * kPackRows <= n_end; n_pairs_end += 2 * kPackRows) {
-      const uint8_t* g0 = a.w + static_cast<size_t>(n_pairs_end / kPackRows) * group_bytes;
+    n_pairs_end = n_begin + (n_end - n_begin) / (2 * kPackRows) * (2 * kPackRows);
+    const int64_t pair_block_rows =
+        Max<int64_t>(2 * kPackRows, block_rows / (2 * kPackRows) * (2 * kPackRows));
+    for (int64_t b0 = n_begin; b0 < n_pairs_end; b0 += pair_block_rows) {
+      const int64_t b1 = Min(b0 + pair_block_rows, n_pairs_end);
       for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPairTokenTile) {
         const int tile = static_cast<int>(Min<int64_t>(kPairTokenTile, a.n_tokens - t0));
-        PickPairTile(tile, t0 == 0, std::make_integer_sequence<int, kPairTokenTile>{})(
-            a, g0, g0 + group_bytes, x, xq_row_bytes, t0, n_pairs_end);
+        const PairTileFn fn = PickPairTile(tile, t0 == 0, std::make_integer_sequence<int, kPairTokenTile>{});
+        for (int64_t n0 = b0; n0 < b1; n0 += 2 * kPackRows) {
+          const uint8_t* g0 = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
+          fn(a, g0, g0 + group_bytes, x, xq_row_bytes, t0, n0);
+        }
       }
     }
   }
-  for (int64_t n0 = n_pairs_end; n0 < n_end; n0 += kPackRows) {
-    const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
-    const __mmask16 valid = static_cast<__mmask16>((1u << Min<int64_t>(kPackRows, n_end - n0)) - 1);
+  for (int64_t b0 = n_pairs_end; b0 < n_end; b0 += block_rows) {
+    const int64_t b1 = Min(b0 + block_rows, n_end);
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
       const int tile = static_cast<int>(Min<int64_t>(kTokenTile, a.n_tokens - t0));
-      PickGroupTile(tile, t0 == 0, std::make_integer_sequence<int, kTokenTile>{})(a, g, x, xq_row_bytes, t0,
-                                                                                  n0, valid);
+      const GroupTileFn fn = PickGroupTile(tile, t0 == 0, std::make_integer_sequence<int, kTokenTile>{});
+      for (int64_t n0 = b0; n0 < b1; n0 += kPackRows) {
+        const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
+        const __mmask16 valid = static_cast<__mmask16>((1u << Min<int64_t>(kPackRows, n_end - n0)) - 1);
+        fn(a, g, x, xq_row_bytes, t0, n0, valid);
+      }
     }
   }
 }

@@ -300,18 +300,25 @@ HalfTileFn PickHalfTile(int tile, bool stream, std::integer_sequence<int, kTs...
 void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {
   const size_t group_bytes = PackedGroupBytes(a.w_dtype, a.k);
   const auto* x = static_cast<const uint8_t*>(xq);
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPackRows) {
-    const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
-    const int64_t valid = Min<int64_t>(kPackRows, n_end - n0);
-    if (a.n_tokens == 1) {  // decode: both halves in one pass over the group, which comes from memory
-      HalfTile<1, 2, true>(a, g, 0, x, xq_row_bytes, 0, n0, valid);
-      continue;
+  if (a.n_tokens == 1) {  // decode: both halves in one pass over the group, which comes from memory
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kPackRows) {
+      const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
+      HalfTile<1, 2, true>(a, g, 0, x, xq_row_bytes, 0, n0, Min<int64_t>(kPackRows, n_end - n0));
     }
-    for (int h = 0; h < 2 && kHalfRows * h < valid; ++h) {
+    return;
+  }
+  const int64_t block_rows = PackedBlockGroups(a, group_bytes, kTokenTile) * kPackRows;
+  for (int64_t b0 = n_begin; b0 < n_end; b0 += block_rows) {
+    const int64_t b1 = Min(b0 + block_rows, n_end);
+    for (int h = 0; h < 2; ++h) {
       for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
         const int tile = static_cast<int>(Min<int64_t>(kTokenTile, a.n_tokens - t0));
-        PickHalfTile(tile, h == 0 && t0 == 0, std::make_integer_sequence<int, kTokenTile>{})(
-            a, g, h, x, xq_row_bytes, t0, n0, valid);
+        const auto fn = PickHalfTile(tile, h == 0 && t0 == 0, std::make_integer_sequence<int, kTokenTile>{});
+        for (int64_t n0 = b0; n0 < b1; n0 += kPackRows) {
+          const int64_t valid = Min<int64_t>(kPackRows, n_end - n0);
+          if (kHalfRows * h < valid)
+            fn(a, a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes, h, x, xq_row_bytes, t0, n0, valid);
+        }
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/simd.h"
 
 namespace hymt::cpu::HYMT_ISA {
@@ -21,6 +22,17 @@ inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
     for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < begin + bytes; line += 64)
       PrefetchLine(reinterpret_cast<const void*>(line));
   }
+}
+
+// Groups a block of the prefill loop covers (one with a single token tile). The loop runs every token
+// tile over a block of groups before the next block, instead of every tile over one group: a block's
+// weights (kPackedBlockBytes at most, in L2) are read from memory once, and each tile's activation rows,
+// which at 512 tokens of a 14336-wide row are 8 MiB (far beyond L2), once per block instead of once per
+// group. Results are unchanged: each (group, tile) product is computed as before.
+constexpr size_t kPackedBlockBytes = size_t{256} << 10;
+inline int64_t PackedBlockGroups(const MatMulArgs& a, size_t group_bytes, int token_tile) {
+  if (a.n_tokens <= token_tile) return 1;
+  return static_cast<int64_t>(group_bytes >= kPackedBlockBytes ? 1 : kPackedBlockBytes / group_bytes);
 }
 
 // vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (byte[j]), and
