@@ -144,7 +144,9 @@ int RunBench(int argc, char** argv) {
   // 4 GiB (1 GiB on a small host): several times any last-level cache, as a model's weights are.
   const size_t probe = HostMemoryAvailable() > (uint64_t{12} << 30) ? size_t{4} << 30 : size_t{1} << 30;
   double host_bandwidth = MeasureHostReadBandwidthBest(probe);
-  const double host_fma_peak = MeasureHostFmaPeak();
+  // The f32 ceiling of the kernels this run uses: AVX-512 FMAs only where they are the AVX-512 build.
+  const bool fma_avx512 = cpu::DefaultIsa() == cpu::Isa::kAvx512;
+  const double host_fma_peak = MeasureHostFmaPeak(30, fma_avx512);
   // The int8 ceiling of the kernels this run uses (the packed matmuls, backends/cpu/packed.h; none on the
   // generic kernels): vpdpbusd of AVX-512 VNNI or of AVX-VNNI, or AVX2's vpmaddubsw.
   const char* int8_name = "";
@@ -305,8 +307,9 @@ int RunBench(int argc, char** argv) {
   if (on_host && host_fma_peak > 0) {
     // The CPU's GEMMs run on f32 FMA for float weights (and block formats without a packed layout),
     // on int8 products for packed q8_0 / q4_k / q6_k weights (backends/cpu/packed.h).
-    std::printf("%-22s %12.1f GFLOP/s (measured now); prefill reaches %.1f%% of it\n", "host f32 FMA peak",
-                host_fma_peak, 100 * flops / p.seconds / 1e9 / host_fma_peak);
+    std::printf("%-22s %12.1f GFLOP/s (measured now); prefill reaches %.1f%% of it\n",
+                StrCat("host f32 FMA peak (", fma_avx512 ? "avx512" : "avx2", ")").c_str(), host_fma_peak,
+                100 * flops / p.seconds / 1e9 / host_fma_peak);
     out.Set("host_fma_peak_gflop_s", Json(host_fma_peak));
     out.Set("prefill_fraction_of_fma_peak", Json(flops / p.seconds / 1e9 / host_fma_peak));
   }

@@ -169,11 +169,11 @@ double MeasureHostAvxVnniPeak(int repeats) {
 #endif
 }
 
-double MeasureHostFmaPeak(int repeats) {
+double MeasureHostFmaPeak(int repeats, bool avx512) {
 #if defined(__x86_64__)
   float (*loop)(int64_t) = nullptr;
   double flops_per_iter = 0;
-  if (__builtin_cpu_supports("avx512f")) {
+  if (avx512 && __builtin_cpu_supports("avx512f")) {
     loop = HostFmaLoopAvx512;
     flops_per_iter = kHostFmaLoopAvx512Flops;
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
@@ -183,7 +183,7 @@ double MeasureHostFmaPeak(int repeats) {
   if (loop == nullptr) return 0;
   return PoolPeak(loop, flops_per_iter, repeats);
 #else
-  (void)repeats;
+  (void)repeats, (void)avx512;
   return 0;
 #endif
 }

@@ -16,9 +16,9 @@ double MeasureHostReadBandwidth(size_t bytes = size_t{1} << 30, int repeats = 5)
 double MeasureHostReadBandwidthBest(size_t bytes = size_t{1} << 30, int repeats = 5);
 
 // f32 FMA peak of the host in GFLOP/s over every thread of the default pool: register-resident FMA loops
-// (AVX-512 where the CPU has it, else AVX2 + FMA), the fastest of `repeats` runs of a few ms. 0 when
-// the CPU has neither.
-double MeasureHostFmaPeak(int repeats = 30);
+// (AVX-512 where the CPU has it and `avx512`, else AVX2 + FMA: the ceiling of kernels built for AVX2), the
+// fastest of `repeats` runs of a few ms. 0 when the CPU has neither.
+double MeasureHostFmaPeak(int repeats = 30, bool avx512 = true);
 
 // int8 dot-product peak of the host in GOP/s (2 per multiply-add) over every thread of the default pool:
 // register-resident AVX-512 VNNI vpdpbusd loops (64 multiply-adds per instruction), the fastest of
