@@ -99,23 +99,24 @@ if [[ $TESTS == ON ]]; then
   timeout 300 "$BUILD/tests/hymt_gpu_tests" --gtest_output=xml:"$OUT/gpu_tests.xml" >"$OUT/gpu_tests.log" 2>&1
   test_rc=$?
   stamp "tests exit $test_rc"
-  # The fused decode attention (RoPE and the KV write inside it) is off by default; its tests again with it on.
-  stamp "hymt_gpu_tests with HYMT_FUSE_ROPE_ATTN=1"
-  HYMT_FUSE_ROPE_ATTN=1 timeout 120 "$BUILD/tests/hymt_gpu_tests" \
-    --gtest_filter='CudaOpsTest.RopeNormKvAttention*:CudaStreaming.GraphedDecodeMatchesEager*' \
-    --gtest_output=xml:"$OUT/gpu_tests_fused.xml" >"$OUT/gpu_tests_fused.log" 2>&1
-  fused_rc=$?
-  stamp "fused tests exit $fused_rc"
-  (( test_rc == 0 )) && test_rc=$fused_rc
-  # The bulk-copy GEMV (one token row, sm_90+) is off by default; the fused products and graphs again with
-  # it on (CudaMatMulTest.BulkAndRegisterKernels runs both kernels against the reference either way).
-  stamp "hymt_gpu_tests with HYMT_GEMV_BULK=1"
-  HYMT_GEMV_BULK=1 timeout 120 "$BUILD/tests/hymt_gpu_tests" \
-    --gtest_filter='CudaOpsTest.Fused*:CudaOpsTest.MixedType*:CudaMatMulTest.PersistentBlocks:CudaMatMulTest.Prequant*:CudaGraphTest.*' \
-    --gtest_output=xml:"$OUT/gpu_tests_bulk.xml" >"$OUT/gpu_tests_bulk.log" 2>&1
-  bulk_rc=$?
-  stamp "bulk-copy kernel tests exit $bulk_rc"
-  (( test_rc == 0 )) && test_rc=$bulk_rc
+  # Switches that are off by default: their tests again with the switch on. rerun NAME VAR=VALUE FILTER
+  # writes gpu_tests_NAME.{log,xml}; the summary reports each.
+  rerun() {
+    stamp "hymt_gpu_tests with $2"
+    env "$2" timeout 120 "$BUILD/tests/hymt_gpu_tests" --gtest_filter="$3" \
+      --gtest_output=xml:"$OUT/gpu_tests_$1.xml" >"$OUT/gpu_tests_$1.log" 2>&1
+    local rc=$?
+    stamp "tests with $2 exit $rc"
+    (( test_rc == 0 )) && test_rc=$rc
+    RERUNS+=("$1:$2")
+  }
+  RERUNS=()
+  # The fused decode attention (RoPE and the KV write inside it).
+  rerun fused HYMT_FUSE_ROPE_ATTN=1 'CudaOpsTest.RopeNormKvAttention*:CudaStreaming.GraphedDecodeMatchesEager*'
+  # The bulk-copy GEMV (one token row, sm_90+): the fused products and graphs on it
+  # (CudaMatMulTest.BulkAndRegisterKernels runs both kernels against the reference either way).
+  rerun bulk HYMT_GEMV_BULK=1 \
+    'CudaOpsTest.Fused*:CudaOpsTest.MixedType*:CudaMatMulTest.PersistentBlocks:CudaMatMulTest.Prequant*:CudaGraphTest.*'
 fi
 
 # ---- bench ----
@@ -138,12 +139,11 @@ if [[ $TESTS == ON ]]; then
     "$OUT/gpu_tests.log" | head -40
   [[ $test_rc -eq 124 ]] && echo "tests TIMED OUT (300 s)"
   grep -B1 -A12 "Failure$" "$OUT/gpu_tests.log" | head -60
-  echo "with HYMT_FUSE_ROPE_ATTN=1:"
-  grep -E "^\[  PASSED  \] [0-9]+ tests?\.|^\[  FAILED  \] " "$OUT/gpu_tests_fused.log" | head -10
-  grep -B1 -A12 "Failure$" "$OUT/gpu_tests_fused.log" | head -30
-  echo "with HYMT_GEMV_BULK=1:"
-  grep -E "^\[  PASSED  \] [0-9]+ tests?\.|^\[  FAILED  \] " "$OUT/gpu_tests_bulk.log" | head -10
-  grep -B1 -A12 "Failure$" "$OUT/gpu_tests_bulk.log" | head -30
+  for r in "${RERUNS[@]}"; do
+    echo "with ${r#*:}:"
+    grep -E "^\[  PASSED  \] [0-9]+ tests?\.|^\[  FAILED  \] " "$OUT/gpu_tests_${r%%:*}.log" | head -10
+    grep -B1 -A12 "Failure$" "$OUT/gpu_tests_${r%%:*}.log" | head -30
+  done
 else
   echo "tests NOT RUN (no GoogleTest)"
 fi
