@@ -464,6 +464,14 @@ DeviceSpeeds MeasuredCpuSpeeds(DeviceSpeeds base) {
   return base;
 }
 
+DeviceSpeeds GpuSpeedsForDevice(DeviceSpeeds base, double peak) {
+  if (peak > 0) {
+    base.gpu_bandwidth = peak * kGpuReadFraction;
+    base.gpu_peak_bandwidth = peak;
+  }
+  return base;
+}
+
 Plan MakePlan(const PlanInput& in) {
   const ModelConfig& c = in.config;
   if (in.formats.empty()) Fail(ErrorCode::kInvalidArgument, "the planner needs at least one weight format");
@@ -573,6 +581,18 @@ Plan MakePlan(const PlanInput& in) {
                              p.ring_depth,
                              " GPU slots; each step moves the same bytes "
                              "whatever its batch, so run many sequences at once"));
+  if (p.mode != "cpu") {
+    char speeds[200];
+    if (in.speeds.gpu_peak_bandwidth > 0)
+      std::snprintf(speeds, sizeof speeds,
+                    "predictions take the GPU at %.0f GB/s of bf16 weights read (%.0f%% of its memory "
+                    "interface's %.0f GB/s)",
+                    in.speeds.gpu_bandwidth / 1e9, 100 * kGpuReadFraction, in.speeds.gpu_peak_bandwidth / 1e9);
+    else
+      std::snprintf(speeds, sizeof speeds, "predictions take the GPU at %.0f GB/s of bf16 weights read (assumed: an H200)",
+                    in.speeds.gpu_bandwidth / 1e9);
+    p.notes.push_back(speeds);
+  }
   if (p.mode == "cpu" || p.mode == "partial") {
     char speeds[160];
     std::snprintf(speeds, sizeof speeds, "predictions take the CPU at %.1f GB/s of weights read, %.0f GFLOP/s (%s)",

@@ -107,7 +107,16 @@ struct DeviceSpeeds {
   double gpu_part_seconds = 10e-6;
   double cpu_part_seconds = 10e-6;
   bool cpu_measured = false;  // cpu_bandwidth and cpu_flops come from this host (MeasuredCpuSpeeds)
+  double gpu_peak_bandwidth = 0;  // the device's memory interface, when GpuSpeedsForDevice set gpu_bandwidth
 };
+
+// `base` with gpu_bandwidth scaled to a device whose memory interface peaks at `peak` bytes/s (memory clock
+// x 2 x bus width; no probe, so a device always gets the same plan): kGpuReadFraction of it, the fraction
+// the H200's decode GEMVs read of its 4.8 TB/s (3.9e12, the default). 0 or less: `base` unchanged.
+// Only the GPU's figures change; a GPU with a slower memory system is then predicted slower, and plans
+// that weigh the GPU against PCIe or the CPU weigh it as it is.
+DeviceSpeeds GpuSpeedsForDevice(DeviceSpeeds base, double peak);
+inline constexpr double kGpuReadFraction = 3.9e12 / 4.8e12;
 
 // `base` with the CPU's speeds measured on this host, once per process (~0.1-0.3 s): the read bandwidth of a
 // 256 MiB probe times the fraction of it the CPU decode GEMVs reach (kCpuReadFraction), and the f32 FMA

@@ -242,6 +242,30 @@ TEST(Planner, CpuPredictionsUseTheHostsSpeeds) {
   EXPECT_NE(table.find("(measured on this host)"), std::string::npos) << table;
 }
 
+// A GPU plan's prediction follows the device's memory interface (GpuSpeedsForDevice): the H200's 4.8 TB/s
+// gives the default speeds; a slower card is predicted slower, though not below the ratio of the two
+// (the per-layer kernel costs stay); the table says where the speed came from.
+TEST(Planner, GpuPredictionsFollowTheDevicesMemory) {
+  const DeviceSpeeds base;
+  EXPECT_NEAR(GpuSpeedsForDevice(base, 4.8e12).gpu_bandwidth, base.gpu_bandwidth, 1e3);
+  EXPECT_EQ(GpuSpeedsForDevice(base, 0).gpu_bandwidth, base.gpu_bandwidth);
+  EXPECT_EQ(GpuSpeedsForDevice(base, 0).gpu_peak_bandwidth, 0);
+  const DeviceSpeeds h100 = GpuSpeedsForDevice(base, 3.35e12);
+  EXPECT_EQ(h100.cpu_bandwidth, base.cpu_bandwidth);
+  EXPECT_EQ(h100.pcie_bandwidth, base.pcie_bandwidth);
+
+  PlanInput in = Input("hunyuan-7b", "bf16", 40);
+  const Plan fast = PlanFor(in);
+  EXPECT_NE(fast.Table(in.config).find("(assumed: an H200)"), std::string::npos) << fast.Table(in.config);
+  in.speeds = h100;
+  const Plan slow = PlanFor(in);
+  ASSERT_EQ(slow.mode, "resident");
+  EXPECT_LT(slow.predicted_decode_tok_s, fast.predicted_decode_tok_s);
+  EXPECT_GT(slow.predicted_decode_tok_s, fast.predicted_decode_tok_s * 3.35 / 4.8);
+  const std::string table = slow.Table(in.config);
+  EXPECT_NE(table.find("memory interface's 3350 GB/s"), std::string::npos) << table;
+}
+
 // The budget defaults to what the device has free (the context it already holds counted back in), and
 // a larger budget than that is capped with a note.
 TEST(Planner, BudgetsFollowFreeDeviceMemory) {

@@ -1712,6 +1712,16 @@ size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {
 
 double CudaReadBandwidth(int device, size_t bytes) { return cuda::MeasureReadBandwidth(device, bytes, 10); }
 
+double CudaPeakMemoryBandwidth(int device) {
+  int khz = 0, bits = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return 2.0 * khz * 1e3 * bits / 8;  // double data rate
+}
+
 std::unique_ptr<Ops> CreateCudaOps(int device_index) {
   return CreateCudaOps(device_index, CudaOpsOptions{});
 }

@@ -54,6 +54,10 @@ std::string CudaDeviceName(int device);
 // the device cannot be queried. Creates the device's context if the process has none yet.
 bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes);
 
+// The device's peak memory bandwidth in bytes/s from its memory clock and bus width (no transfer); 0 when
+// the device cannot say.
+double CudaPeakMemoryBandwidth(int device);
+
 // Device memory this process holds as the driver reports it (nvidia-smi: context, library workspaces
 // and every allocation), in bytes; -1 when the driver does not list the process (no nvidia-smi, or a
 // PID namespace it cannot see into).

@@ -319,6 +319,13 @@ inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const v
   return cudaSuccess;
 }
 
+// Device attributes the backend asks for outside kernels: the emulator has no memory interface to report.
+enum cudaDeviceAttr { cudaDevAttrMemoryClockRate = 36, cudaDevAttrGlobalMemoryBusWidth = 37 };
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) {
+  *value = 0;
+  return cudaErrorInvalidValue;
+}
+
 // Kernels may take more dynamic shared memory than the default 48 KiB once allowed; the emulator allocates
 // whatever a launch asks for.
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
