@@ -650,6 +650,15 @@ __host__ __device__ inline int BulkArrays(DType t, int64_t K, int64_t (&bpr)[4])
   }
 }
 
+// Bytes of one row over all of BulkArrays' arrays (the weight's stored row size).
+__host__ __device__ inline int64_t BulkRowBytes(DType t, int64_t K) {
+  int64_t bpr[4];
+  const int arrays = BulkArrays(t, K, bpr);
+  int64_t bytes = 0;
+  for (int i = 0; i < arrays; ++i) bytes += bpr[i];
+  return bytes;
+}
+
 // Thread 0: asks for row block b (S rows) of a's weights (and, kPair, the same rows of a.up after them)
 // in the stage at dst, completing the phase of bar.
 template <DType T, bool kPair>
@@ -661,8 +670,7 @@ __device__ __forceinline__ void BulkLoadRowBlock(const GemvArgs& a, int64_t b, i
   const int64_t n = min(static_cast<int64_t>(S), sg.w.rows - r0);
   int64_t bpr[4];
   const int arrays = BulkArrays(T, K, bpr);
-  int64_t row_bytes = 0;
-  for (int i = 0; i < arrays; ++i) row_bytes += bpr[i];
+  const int64_t row_bytes = BulkRowBytes(T, K);
   MbarExpect(bar, static_cast<uint32_t>(n * row_bytes * (kPair ? 2 : 1)));
   for (int w = 0; w < (kPair ? 2 : 1); ++w) {
     const WeightView& src = w == 0 ? sg.w : a.up;
@@ -704,12 +712,7 @@ __global__ __launch_bounds__(kThreads) void GemvBulkKernel(GemvArgs a, int stage
   int8_t* sq = reinterpret_cast<int8_t*>(smem);
   float2* sd = reinterpret_cast<float2*>(sq + K);
   SmemActivations<T>(a, K, sq, sd);  // ends with a barrier, after which the barriers' init is visible
-  int64_t row_bytes = 0;
-  {
-    int64_t bpr[4];
-    const int arrays = BulkArrays(T, K, bpr);
-    for (int i = 0; i < arrays; ++i) row_bytes += bpr[i];
-  }
+  const int64_t row_bytes = BulkRowBytes(T, K);
   int i = 0;
   for (int64_t b = first; b < a.n_blocks; b += step, ++i) {
     const int slot = i % stages;
@@ -928,12 +931,10 @@ BulkShape ChooseBulkShape(DType t, int64_t K, bool pair) {
   static const int64_t budget = int64_t{1024} * std::clamp(EnvInt("HYMT_GEMV_BULK_SMEM_KB", 56), 16, 220);
   int64_t bpr[4];
   const int arrays = BulkArrays(t, K, bpr);
-  int64_t row_bytes = 0;
   BulkShape b;
-  for (int i = 0; i < arrays; ++i) {
+  for (int i = 0; i < arrays; ++i)
     if (bpr[i] % 16 != 0) return b;  // bulk copies move multiples of 16 bytes (q6_k's scales: K % 2048 == 0)
-    row_bytes += bpr[i];
-  }
+  const int64_t row_bytes = BulkRowBytes(t, K);
   if (row_bytes == 0) return b;
   b.rows = 8;
   while (b.rows > 1 && b.rows * row_bytes > target) b.rows /= 2;
