@@ -4,6 +4,7 @@
 // chunk) and decode attention, each as a ratio to its ceiling. Medians of repeats; spread in brackets.
 //
 //   build/bench/kernels [--quick] [--types bf16,q4_k,...] [--isa generic|avx2|avxvnni|avx512]
+//   build/bench/kernels --sweep ROUNDS --types q8_0,q4_k     (decode sweeps next to the read probe only)
 //
 // Threads: HYMT_THREADS (default: all available cores). Weights are random values of the real shapes;
 // the GEMV working set is several times the last-level cache (copies of the matrix are cycled), so
@@ -489,16 +490,81 @@ std::string Spread(const Stats& s, int digits = 1) {
   return buf;
 }
 
+// --sweep: the read probe alternated with decode-like sweeps, one token row through CpuOps::MatMul over
+// 1.5 GiB of copies of the gate/up matrix (14336 x 4096) in each type, for `rounds` rounds, so that every
+// type's rate sits next to a ceiling measured seconds before it. A q8_0 decode on a Zen 5 host read about
+// a third less than q4_k's in every round (docs/BENCHMARKS.md, "Paired ceilings").
+int Sweep(cpu::Isa isa, const std::vector<DType>& types, int rounds) {
+  const Shape s = kShapes[2];
+  const size_t total = size_t{3} << 29;
+  auto ops = CreateCpuOps(isa);
+  struct Set {
+    DType t;
+    size_t bytes;
+    AlignedBytes stored;
+    std::vector<Weight> copies;
+  };
+  std::vector<Set> sets;
+  XorShift rng;
+  for (DType t : types) {
+    const size_t bytes = DTypeBytes(t, s.k) * static_cast<size_t>(s.n);
+    const int n = static_cast<int>(std::max<size_t>(2, total / bytes));
+    Set set{t, bytes, AlignedBytes(bytes * n), {}};
+    FillWeight(t, set.stored.data(), bytes, rng);
+    for (int c = 1; c < n; ++c) std::memcpy(set.stored.data() + bytes * c, set.stored.data(), bytes);
+    for (int c = 0; c < n; ++c) {
+      Weight w;
+      w.name = "sweep";
+      w.dtype = t;
+      w.rows = s.n;
+      w.cols = s.k;
+      w.data = set.stored.data() + bytes * c;
+      set.copies.push_back(ops->PrepareWeight(w));
+    }
+    sets.push_back(std::move(set));
+  }
+  std::vector<float> x(s.k), out(s.n);
+  for (auto& v : x) v = rng.NextSigned();
+  ReadBandwidth reader;
+  std::printf(
+      "decode sweeps (%s, %d threads): one token row through MatMul over %s of %lldx%lld copies per type,\n"
+      "GB/s of weights read and %% of the read bandwidth measured just before (fastest slice of a sweep)\n",
+      ops->name().c_str(), DefaultThreadPool().size(), FormatBytes(total).c_str(),
+      static_cast<long long>(s.n), static_cast<long long>(s.k));
+  for (int r = 0; r < rounds; ++r) {
+    const double bw = reader.Measure(1).max;
+    std::printf("round %d: read %.1f GB/s", r + 1, bw);
+    for (Set& set : sets) {
+      Stopwatch watch;
+      for (const Weight& w : set.copies) {
+        Tensor xt{x.data(), DType::kF32, 1, s.k, s.k, {}};
+        Tensor ot{out.data(), DType::kF32, 1, s.n, s.n, {}};
+        ops->MatMul(xt, w, ot);
+      }
+      const double gbs = static_cast<double>(set.bytes * set.copies.size()) / watch.Elapsed() / 1e9;
+      std::printf("  %s%s %.1f (%.0f%%)", DTypeName(set.t), set.copies[0].prepared != nullptr ? "*" : "", gbs,
+                  100 * gbs / bw);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   bool quick = false;
   std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kF8E4M3,
                               DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
                               DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   cpu::Isa isa = cpu::DefaultIsa();
+  int sweep_rounds = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
       quick = true;
+    } else if (a == "--sweep" && i + 1 < argc) {
+      sweep_rounds = std::atoi(argv[++i]);
+      if (sweep_rounds <= 0) Fail(ErrorCode::kInvalidArgument, "--sweep needs a number of rounds");
     } else if (a == "--types" && i + 1 < argc) {
       types.clear();
       for (const std::string& name : StrSplit(argv[++i], ',')) {
@@ -509,11 +575,14 @@ int Main(int argc, char** argv) {
     } else if (a == "--isa" && i + 1 < argc) {
       if (!cpu::ParseIsa(argv[++i], &isa)) Fail(ErrorCode::kInvalidArgument, "unknown ISA ", argv[i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--types f32,bf16,q4_k,...] [--isa generic|avx2|avxvnni|avx512]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--types f32,bf16,q4_k,...] [--isa generic|avx2|avxvnni|avx512] "
+                   "[--sweep ROUNDS]\n",
                    argv[0]);
       return 2;
     }
   }
+  if (sweep_rounds > 0) return Sweep(isa, types, sweep_rounds);
   auto ops = CreateCpuOps(isa);
   const int repeats = quick ? 3 : 7;
   ThreadPool& pool = DefaultThreadPool();

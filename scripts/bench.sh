@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: random-weight checkpoints of the real 7B shape (bf16, and q8_0 / q4_k_m GGUFs of it),
 # then `hymt bench` on each, on the CPU. Prints decode tok/s and its fraction of the host read-bandwidth
-# roofline measured in the same run, and prefill FLOP/s. Checkpoints are cached in $BENCH_DIR.
+# roofline measured in the same run, prefill FLOP/s, and paired runs (each short decode or prefill next
+# to the ceiling measured right after it; hymt bench --pairs). Checkpoints are cached in $BENCH_DIR.
 #   scripts/bench.sh [BUILD_DIR]     (BENCH_DIR defaults to BUILD_DIR/bench-models; needs ~28 GB of disk)
 set -euo pipefail
 BUILD=${1:-build}

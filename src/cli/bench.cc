@@ -9,6 +9,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/packed.h"
@@ -121,6 +122,54 @@ std::string FormatFixed(double v, int digits) {
   return buf;
 }
 
+// The median, lowest and highest of v (not empty), and v itself, as JSON and as "M% (median; L-H%)".
+struct Spread {
+  double median = 0, low = 0, high = 0;
+};
+Spread SpreadOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return {n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v.front(), v.back()};
+}
+std::string PercentSpread(const Spread& s) {
+  return StrCat(FormatFixed(100 * s.median, 1), "% (median; ", FormatFixed(100 * s.low, 1), "-",
+                FormatFixed(100 * s.high, 1), "%)");
+}
+Json JsonArray(const std::vector<double>& v) {
+  Json a = Json::MakeArray();
+  for (double x : v) a.Push(Json(x));
+  return a;
+}
+
+// The int8 ceiling of the packed matmuls on `isa` (backends/cpu/packed.h; none on the generic kernels):
+// vpdpbusd of AVX-512 VNNI or of AVX-VNNI, or AVX2's vpmaddubsw. 0 for the generic kernels.
+const char* Int8PeakName(cpu::Isa isa) {
+  switch (isa) {
+    case cpu::Isa::kAvx512:
+      return "avx512-vnni";
+    case cpu::Isa::kAvxVnni:
+      return "avx-vnni";
+    case cpu::Isa::kAvx2:
+      return "avx2";
+    case cpu::Isa::kGeneric:
+      break;
+  }
+  return "";
+}
+double MeasureHostInt8PeakFor(cpu::Isa isa) {
+  switch (isa) {
+    case cpu::Isa::kAvx512:
+      return MeasureHostVnniPeak();
+    case cpu::Isa::kAvxVnni:
+      return MeasureHostAvxVnniPeak();
+    case cpu::Isa::kAvx2:
+      return MeasureHostAvx2Int8Peak();
+    case cpu::Isa::kGeneric:
+      break;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunBench(int argc, char** argv) {
@@ -131,15 +180,28 @@ int RunBench(int argc, char** argv) {
       .Option("batches", "decode runs: sequences at once, comma-separated", "1")
       .Option("prefill-seqs", "prefill run: sequences", "64")
       .Option("prefill-len", "prefill run: tokens per sequence", "64")
+      .Option(
+          "pairs",
+          "CPU plans: pairs of (a short batch-1 decode, then the read-bandwidth probe) and of (a prefill "
+          "of 8 x 64 tokens, then the int8 or f32 peak probe), each fraction against the ceiling measured "
+          "right after it (0: none)",
+          "5")
       .Option("json", "also write the results to this JSON file");
   if (!args.Parse(argc, argv)) return 0;
   SessionOptions so = SessionOptionsFromArgs(args);
   std::vector<int> batches = ParseIntList(args.Get("batches"));
   const int prompt = static_cast<int>(args.GetInt("prompt")), gen = static_cast<int>(args.GetInt("gen"));
   const int pseqs = static_cast<int>(args.GetInt("prefill-seqs")), plen = static_cast<int>(args.GetInt("prefill-len"));
-  int need_seqs = std::max(pseqs, *std::max_element(batches.begin(), batches.end()));
+  const int pairs = static_cast<int>(args.GetInt("pairs"));
+  if (pairs < 0) Fail(ErrorCode::kInvalidArgument, "--pairs must be 0 or more");
+  constexpr int kPairSeqs = 8, kPairLen = 64, kPairPrompt = 8, kPairGen = 16;  // the --pairs runs
+  int need_seqs =
+      std::max({pseqs, *std::max_element(batches.begin(), batches.end()), pairs > 0 ? kPairSeqs : 1});
   if (so.max_seqs == 0) so.max_seqs = need_seqs;
-  if (so.max_context == 0) so.max_context = std::max(prompt + gen, plen + 1) + 16;
+  if (so.max_context == 0)
+    so.max_context = std::max({prompt + gen, plen + 1, pairs > 0 ? kPairLen + 1 : 0,
+                               pairs > 0 ? kPairPrompt + kPairGen : 0}) +
+                     16;
 
   // The host ceiling is measured before the model loads; its buffer is then left out of the peak RSS.
   // 4 GiB (1 GiB on a small host): several times any last-level cache, as a model's weights are.
@@ -150,24 +212,8 @@ int RunBench(int argc, char** argv) {
   const double host_fma_peak = MeasureHostFmaPeak(30, fma_avx512);
   // The int8 ceiling of the kernels this run uses (the packed matmuls, backends/cpu/packed.h; none on the
   // generic kernels): vpdpbusd of AVX-512 VNNI or of AVX-VNNI, or AVX2's vpmaddubsw.
-  const char* int8_name = "";
-  double host_int8_peak = 0;
-  switch (cpu::DefaultIsa()) {
-    case cpu::Isa::kAvx512:
-      int8_name = "avx512-vnni";
-      host_int8_peak = MeasureHostVnniPeak();
-      break;
-    case cpu::Isa::kAvxVnni:
-      int8_name = "avx-vnni";
-      host_int8_peak = MeasureHostAvxVnniPeak();
-      break;
-    case cpu::Isa::kAvx2:
-      int8_name = "avx2";
-      host_int8_peak = MeasureHostAvx2Int8Peak();
-      break;
-    case cpu::Isa::kGeneric:
-      break;
-  }
+  const char* int8_name = Int8PeakName(cpu::DefaultIsa());
+  const double host_int8_peak = MeasureHostInt8PeakFor(cpu::DefaultIsa());
   // The device ceiling too, before the model loads: its buffer is freed before any of the plan's
   // allocations, so it never adds to the device memory a --gpu-mem budget bounds (a quarter of the budget,
   // from 256 MiB, several times any GPU's L2, up to 2 GiB). Used when the plan runs on the GPU.
@@ -302,9 +348,12 @@ int RunBench(int argc, char** argv) {
   // 2 FLOPs per weight per token, plus attention (QKᵀ and PV over the causal triangle).
   const double matmul_params = static_cast<double>(c.ParameterCount() - (c.tied_output ? 0 : c.vocab_rows * c.hidden) -
                                                    c.vocab_rows * int64_t{c.hidden});
-  const double attn_flops = 2.0 * 2.0 * c.n_layers * c.q_dim() * (plen * (plen + 1) / 2.0) * pseqs;
-  const double flops = 2.0 * matmul_params * p.prompt_tokens + attn_flops +
-                       2.0 * static_cast<double>(c.vocab_rows) * c.hidden * pseqs;  // one head row per sequence
+  auto prefill_flops = [&](int seqs, int len) {
+    const double attn_flops = 2.0 * 2.0 * c.n_layers * c.q_dim() * (len * (len + 1) / 2.0) * seqs;
+    return 2.0 * matmul_params * len * seqs + attn_flops +
+           2.0 * static_cast<double>(c.vocab_rows) * c.hidden * seqs;  // one head row per sequence
+  };
+  const double flops = prefill_flops(pseqs, plen);
   std::printf("%-22s %12.1f tok/s %10.2f TFLOP/s\n", StrCat("prefill ", pseqs, " x ", plen).c_str(), prefill_tok_s,
               flops / p.seconds / 1e12);
   if (on_host && host_fma_peak > 0) {
@@ -337,6 +386,49 @@ int RunBench(int argc, char** argv) {
                 "host read bandwidth after the runs", after, bandwidth, 100 * fraction);
     out.Set("bandwidth_after_gb_s", Json(after));
     out.Set("batch1_fraction_of_higher_bandwidth", Json(fraction));
+  }
+  if (on_host && pairs > 0) {
+    // On a host shared with other jobs the ceilings move within seconds, so a ceiling measured before or
+    // after a long run says little about the rate during it. Pairs: each short run is followed at once by
+    // its ceiling, and the fractions' median and range are reported (1 GiB probes, 32x a large L3).
+    const size_t pair_probe =
+        HostMemoryAvailable() > (uint64_t{3} << 30) ? size_t{1} << 30 : size_t{256} << 20;
+    const double pair_bytes =
+        static_cast<double>(weight_bytes) + kv_per_token * (kPairPrompt + kPairGen / 2.0);
+    const bool int8 = host_int8_peak > 0 && packable;
+    std::vector<double> dec, pre, bws, peaks;
+    for (int i = 0; i < pairs; ++i) {
+      const RunStats d = RunBatch(engine, vocab, 1, kPairPrompt, kPairGen, 2000 + i);
+      const double bw = MeasureHostReadBandwidthBest(pair_probe, 3);
+      bws.push_back(bw);
+      dec.push_back(d.decode_tok_s * pair_bytes / 1e9 / bw);
+      const RunStats q = RunBatch(engine, vocab, kPairSeqs, kPairLen, 1, 3000 + i);
+      const double peak =
+          int8 ? MeasureHostInt8PeakFor(cpu::DefaultIsa()) : MeasureHostFmaPeak(30, fma_avx512);
+      peaks.push_back(peak);
+      if (peak > 0) pre.push_back(prefill_flops(kPairSeqs, kPairLen) / q.seconds / 1e9 / peak);
+    }
+    const Spread d = SpreadOf(dec), b = SpreadOf(bws);
+    std::printf(
+        "paired runs (%d): batch-1 decode of %d tokens, then the read bandwidth (%s-%s GB/s): decode "
+        "reaches %s of it\n",
+        pairs, kPairGen, FormatFixed(b.low, 1).c_str(), FormatFixed(b.high, 1).c_str(),
+        PercentSpread(d).c_str());
+    out.Set("pairs_decode_fractions", JsonArray(dec));
+    out.Set("pairs_bandwidth_gb_s", JsonArray(bws));
+    out.Set("pairs_decode_fraction_median", Json(d.median));
+    if (!pre.empty()) {
+      const Spread f = SpreadOf(pre), k = SpreadOf(peaks);
+      std::printf(
+          "paired runs (%d): prefill of %d x %d, then the %s peak (%s-%s G%s/s): prefill reaches %s of it\n",
+          pairs, kPairSeqs, kPairLen, int8 ? int8_name : (fma_avx512 ? "f32 FMA (avx512)" : "f32 FMA (avx2)"),
+          FormatFixed(k.low, 1).c_str(), FormatFixed(k.high, 1).c_str(), int8 ? "OP" : "FLOP",
+          PercentSpread(f).c_str());
+      out.Set("pairs_prefill_fractions", JsonArray(pre));
+      out.Set("pairs_peaks", JsonArray(peaks));
+      out.Set("pairs_prefill_fraction_median", Json(f.median));
+      out.Set("pairs_prefill_ceiling", Json(int8 ? int8_name : "f32_fma"));
+    }
   }
   out.Set("peak_rss_bytes", Json(peak_rss));
 #ifdef HYMT_HAVE_CUDA
