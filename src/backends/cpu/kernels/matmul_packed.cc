@@ -118,6 +118,35 @@ void Q8_0Group2(const uint8_t* g0, const uint8_t* g1, const Q8ActRow* x, int64_t
   }
 }
 
+// kG groups (16 kG rows) of a q8_0 weight at one token row (decode), each activation broadcast feeding
+// kG vpdpbusd; decode takes kDecodeGroups. On a Zen 5 host the one-group loop (Q8_0Group<1>) read about a
+// third less per second from memory than the q4_k and q6_k loops (`build/bench/kernels --sweep`,
+// docs/BENCHMARKS.md "Paired ceilings"); in a standalone loop of its shape the activation broadcasts were
+// what held it back, and four groups sharing each broadcast read as fast as the read probe (two gained
+// less; three and six measured alike in the kernel lab, within its noise). Each group's sums are
+// Q8_0Group<1>'s in the same order, so the results are identical.
+constexpr int kDecodeGroups = 4;
+template <int kG>
+void Q8_0GroupN(const uint8_t* g, size_t group_bytes, const Q8ActRow& x, int64_t nb, __m512* acc) {
+  constexpr size_t kBlock = 16 * 34;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk[kG];
+    __m512i sum[kG];
+    for (int i = 0; i < kG; ++i) {
+      blk[i] = g + i * group_bytes + b * kBlock;
+      PrefetchAhead<true>(blk[i], kBlock);
+      sum[i] = _mm512_set1_epi32(x.c[b]);
+    }
+    for (int s = 0; s < 8; ++s) {
+      const __m512i xb = Bcast32(x.blocks[b].qs + 4 * s);
+      for (int i = 0; i < kG; ++i) sum[i] = _mm512_dpbusd_epi32(sum[i], Load512(blk[i] + 32 + 64 * s), xb);
+    }
+    const __m512 dx = _mm512_set1_ps(x.d[b]);
+    for (int i = 0; i < kG; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[i]), _mm512_mul_ps(LoadF16x16(blk[i]), dx), acc[i]);
+  }
+}
+
 template <int kT, bool kStream>
 void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   constexpr size_t kBlock = 64 + 192 + 2048;
@@ -288,6 +317,16 @@ void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t 
     _mm512_mask_storeu_ps(a.out + (t0 + t) * a.out_stride + n0, valid, _mm512_mul_ps(acc[t], scale));
 }
 
+// Rows n0 .. n0 + 16 kG - 1 (all valid) of a q8_0 weight against the one token row (Q8_0GroupN).
+template <int kG>
+void MultiTile(const MatMulArgs& a, const uint8_t* g0, size_t group_bytes, const uint8_t* xq, int64_t n0) {
+  __m512 acc[kG];
+  for (int i = 0; i < kG; ++i) acc[i] = _mm512_setzero_ps();
+  Q8_0GroupN<kG>(g0, group_bytes, ViewQ8ActRow(xq, a.k), a.k / 32, acc);
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  for (int i = 0; i < kG; ++i) _mm512_storeu_ps(a.out + n0 + i * kPackRows, _mm512_mul_ps(acc[i], scale));
+}
+
 constexpr int kPairTokenTile = 6;
 // Two groups (rows n0 .. n0 + 31, all valid) of a q8_0 or q6_k weight against tokens [t0, t0 + kT).
 template <int kT, bool kStream>
@@ -336,9 +375,16 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
   const size_t group_bytes = PackedGroupBytes(a.w_dtype, a.k);
   const auto* x = static_cast<const uint8_t*>(xq);
   const int64_t block_rows = PackedBlockGroups(a, group_bytes, kPairTokenTile) * kPackRows;
-  int64_t n_pairs_end = n_begin;
+  int64_t n_multi_end = n_begin;
+  if (a.w_dtype == DType::kQ8_0 && a.n_tokens == 1) {  // decode: kDecodeGroups groups at a time
+    n_multi_end = n_begin + (n_end - n_begin) / (kDecodeGroups * kPackRows) * (kDecodeGroups * kPackRows);
+    for (int64_t n0 = n_begin; n0 < n_multi_end; n0 += kDecodeGroups * kPackRows)
+      MultiTile<kDecodeGroups>(a, a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes, group_bytes, x,
+                               n0);
+  }
+  int64_t n_pairs_end = n_multi_end;
   const bool pairs = a.w_dtype == DType::kQ8_0 || a.w_dtype == DType::kQ6_K;
-  if (pairs && a.n_tokens > 1) {  // one token (decode) is bound by memory either way
+  if (pairs && a.n_tokens > 1) {  // one token (decode): q6_k is bound by memory either way
     n_pairs_end = n_begin + (n_end - n_begin) / (2 * kPackRows) * (2 * kPackRows);
     const int64_t pair_block_rows =
         Max<int64_t>(2 * kPackRows, block_rows / (2 * kPackRows) * (2 * kPackRows));
