@@ -281,30 +281,41 @@ struct MatMulResult {
   bool packed = false;  // the weight was packed (packed.h): its GEMM is the int8 VNNI kernel
 };
 
+// `copies` copies of one random weight of type t and shape s (filled once, then copied), each prepared as
+// the engine runs it: PrepareWeight packs q8_0 / q4_k / q6_k on AVX2 and AVX-512 (the packed copies take
+// as much memory again).
+struct WeightCopies {
+  size_t bytes;         // of one stored copy
+  AlignedBytes stored;  // the copies in the stored layout
+  std::vector<Weight> prepared;
+};
+WeightCopies MakeWeightCopies(Ops& ops, DType t, const Shape& s, int copies, XorShift& rng) {
+  const size_t bytes = DTypeBytes(t, s.k) * static_cast<size_t>(s.n);
+  WeightCopies w{bytes, AlignedBytes(bytes * copies), {}};
+  FillWeight(t, w.stored.data(), bytes, rng);
+  for (int c = 1; c < copies; ++c) std::memcpy(w.stored.data() + bytes * c, w.stored.data(), bytes);
+  for (int c = 0; c < copies; ++c) {
+    Weight one;
+    one.name = "bench";
+    one.dtype = t;
+    one.rows = s.n;
+    one.cols = s.k;
+    one.data = w.stored.data() + bytes * c;
+    w.prepared.push_back(ops.PrepareWeight(one));
+  }
+  return w;
+}
+
 MatMulResult BenchMatMul(Ops& ops, DType t, const Shape& s, int gemv_calls, int gemm_calls, bool gemm) {
-  const size_t row_bytes = DTypeBytes(t, s.k);
-  const size_t bytes = row_bytes * static_cast<size_t>(s.n);
+  const size_t bytes = DTypeBytes(t, s.k) * static_cast<size_t>(s.n);
   const int copies = static_cast<int>(std::max<size_t>(2, (WorkingSetBytes() + bytes - 1) / bytes));
-  AlignedBytes weights(bytes * copies);
   XorShift rng;
-  FillWeight(t, weights.data(), bytes, rng);
-  for (int c = 1; c < copies; ++c) std::memcpy(weights.data() + bytes * c, weights.data(), bytes);
+  const WeightCopies weights = MakeWeightCopies(ops, t, s, copies, rng);
+  const std::vector<Weight>& prepared = weights.prepared;
 
   const int64_t max_tokens = 64;
   std::vector<float> x(max_tokens * s.k), out(max_tokens * s.n);
   for (auto& v : x) v = rng.NextSigned();
-  // Each copy as the engine runs it: PrepareWeight packs q8_0 / q4_k / q6_k on AVX2 and AVX-512 (the packed
-  // copies take as much memory again).
-  std::vector<Weight> prepared(copies);
-  for (int c = 0; c < copies; ++c) {
-    Weight w;
-    w.name = "bench";
-    w.dtype = t;
-    w.rows = s.n;
-    w.cols = s.k;
-    w.data = weights.data() + bytes * c;
-    prepared[c] = ops.PrepareWeight(w);
-  }
   auto run = [&](int64_t tokens, int copy) {
     Tensor xt{x.data(), DType::kF32, tokens, s.k, s.k, {}};
     Tensor ot{out.data(), DType::kF32, tokens, s.n, s.n, {}};
@@ -498,30 +509,11 @@ int Sweep(cpu::Isa isa, const std::vector<DType>& types, int rounds) {
   const Shape s = kShapes[2];
   const size_t total = size_t{3} << 29;
   auto ops = CreateCpuOps(isa);
-  struct Set {
-    DType t;
-    size_t bytes;
-    AlignedBytes stored;
-    std::vector<Weight> copies;
-  };
-  std::vector<Set> sets;
+  std::vector<WeightCopies> sets;
   XorShift rng;
   for (DType t : types) {
     const size_t bytes = DTypeBytes(t, s.k) * static_cast<size_t>(s.n);
-    const int n = static_cast<int>(std::max<size_t>(2, total / bytes));
-    Set set{t, bytes, AlignedBytes(bytes * n), {}};
-    FillWeight(t, set.stored.data(), bytes, rng);
-    for (int c = 1; c < n; ++c) std::memcpy(set.stored.data() + bytes * c, set.stored.data(), bytes);
-    for (int c = 0; c < n; ++c) {
-      Weight w;
-      w.name = "sweep";
-      w.dtype = t;
-      w.rows = s.n;
-      w.cols = s.k;
-      w.data = set.stored.data() + bytes * c;
-      set.copies.push_back(ops->PrepareWeight(w));
-    }
-    sets.push_back(std::move(set));
+    sets.push_back(MakeWeightCopies(*ops, t, s, static_cast<int>(std::max<size_t>(2, total / bytes)), rng));
   }
   std::vector<float> x(s.k), out(s.n);
   for (auto& v : x) v = rng.NextSigned();
@@ -534,16 +526,16 @@ int Sweep(cpu::Isa isa, const std::vector<DType>& types, int rounds) {
   for (int r = 0; r < rounds; ++r) {
     const double bw = reader.Measure(1).max;
     std::printf("round %d: read %.1f GB/s", r + 1, bw);
-    for (Set& set : sets) {
+    for (const WeightCopies& set : sets) {
       Stopwatch watch;
-      for (const Weight& w : set.copies) {
+      for (const Weight& w : set.prepared) {
         Tensor xt{x.data(), DType::kF32, 1, s.k, s.k, {}};
         Tensor ot{out.data(), DType::kF32, 1, s.n, s.n, {}};
         ops->MatMul(xt, w, ot);
       }
-      const double gbs = static_cast<double>(set.bytes * set.copies.size()) / watch.Elapsed() / 1e9;
-      std::printf("  %s%s %.1f (%.0f%%)", DTypeName(set.t), set.copies[0].prepared != nullptr ? "*" : "", gbs,
-                  100 * gbs / bw);
+      const double gbs = static_cast<double>(set.bytes * set.prepared.size()) / watch.Elapsed() / 1e9;
+      std::printf("  %s%s %.1f (%.0f%%)", DTypeName(set.prepared[0].dtype),
+                  set.prepared[0].prepared != nullptr ? "*" : "", gbs, 100 * gbs / bw);
     }
     std::printf("\n");
     std::fflush(stdout);

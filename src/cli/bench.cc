@@ -210,8 +210,7 @@ int RunBench(int argc, char** argv) {
   // The f32 ceiling of the kernels this run uses: AVX-512 FMAs only where they are the AVX-512 build.
   const bool fma_avx512 = cpu::DefaultIsa() == cpu::Isa::kAvx512;
   const double host_fma_peak = MeasureHostFmaPeak(30, fma_avx512);
-  // The int8 ceiling of the kernels this run uses (the packed matmuls, backends/cpu/packed.h; none on the
-  // generic kernels): vpdpbusd of AVX-512 VNNI or of AVX-VNNI, or AVX2's vpmaddubsw.
+  // The int8 ceiling of the kernels this run uses (MeasureHostInt8PeakFor).
   const char* int8_name = Int8PeakName(cpu::DefaultIsa());
   const double host_int8_peak = MeasureHostInt8PeakFor(cpu::DefaultIsa());
   // The device ceiling too, before the model loads: its buffer is freed before any of the plan's
