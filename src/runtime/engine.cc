@@ -777,7 +777,7 @@ bool Engine::ForwardGraph(const StepBatch& batch, std::span<const int32_t> ids,
       stat_graph_replays_.fetch_add(1);
       return true;
     }
-    graphs_->by_batch.erase(it);  // the shapes moved on (a longer context bucket): capture again
+    graphs_->by_batch.erase(it);  // the shapes moved on (another page-table quantum): capture again
   }
   if (graphs_->by_batch.size() >= kMaxCudaGraphs) {
     auto oldest = std::min_element(graphs_->by_batch.begin(), graphs_->by_batch.end(),

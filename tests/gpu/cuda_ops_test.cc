@@ -1848,10 +1848,11 @@ TEST_F(CudaGraphTest, ReplayEqualsEager) {
     EXPECT_EQ(Download(eager.x.t), Download(graphed.x.t));
     for (int32_t& p : n_past) p += 1;
   }
-  // The longest context grows from 61 to 68 positions: at step 4 (65) the split bucket goes from 64 to
-  // 128, the replay must notice (EndReplay false) and the step is captured again.
-  EXPECT_EQ(replays, 6);
-  EXPECT_EQ(recaptures, 2);
+  // The longest context grows from 61 to 68 positions: from step 4 (65) its row takes 8 splits of the
+  // attention grid instead of 4 (AttnRowSplits, worked out on the device), and the graph captured at step
+  // 0 still replays, with the eager step's bits.
+  EXPECT_EQ(replays, 7);
+  EXPECT_EQ(recaptures, 1);
 }
 
 // FastReplay: after one replay through the ops, the graph replays from the step's host data alone, with
@@ -1911,12 +1912,11 @@ TEST_F(CudaGraphTest, FastReplayEqualsEager) {
     EXPECT_EQ(Download(eager.x.t), Download(graphed.x.t));
     for (int32_t& p : n_past) p += 1;
   }
-  // Steps 0 and 4 capture (at step 4 the longest context reaches 65 and the split bucket moves from 64 to
-  // 128: FastReplay sees BeginStep differ and declines, the walk fails, and the step is captured again);
-  // steps 1 and 5 walk the ops once; the other four replay fast.
-  EXPECT_EQ(captures, 2);
-  EXPECT_EQ(walked, 2);
-  EXPECT_EQ(fast, 4);
+  // Step 0 captures, step 1 walks the ops once, the other six replay fast, across step 4 where the longest
+  // context reaches 65 and its row takes more splits.
+  EXPECT_EQ(captures, 1);
+  EXPECT_EQ(walked, 1);
+  EXPECT_EQ(fast, 6);
 
   // An id outside the embedding is an error, not a launch; eager work goes on.
   StepBatch batch;
@@ -1946,7 +1946,7 @@ TEST_F(CudaGraphTest, FedReplayEqualsEager) {
   SCOPED_TRACE(StrCat("seed ", seed));
   Rng rng(seed);
   MakeWeights(rng);
-  std::vector<int32_t> n_past = {5, 40};  // the longest context stays in one split bucket (41-46)
+  std::vector<int32_t> n_past = {5, 40};  // the longest context stays at 41-46
   std::vector<std::vector<int32_t>> tables = {{0, 1, 2, 3, 4, 5, 6, 7}, {9, 8, 10, 11, 12, 13, 14, 15}};
   const int rows = 2;
   Buffers eager = MakeBuffers(rows, 32), graphed = MakeBuffers(rows, 32);

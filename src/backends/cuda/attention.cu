@@ -104,8 +104,10 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
   const int group = a.n_heads / a.kv.n_kv_heads;
   const int row = a.decode_rows[li];
   const int ctx = a.batch.positions[row] + 1;
+  const int n_split = AttnRowSplits(ctx, a.split_min, a.n_splits);
+  if (split >= n_split) return;  // the row's context takes fewer splits than the grid has
   const DevSeq seq = a.batch.seqs[a.batch.row_seq[row]];
-  const int per = (ctx + a.n_splits - 1) / a.n_splits;
+  const int per = (ctx + n_split - 1) / n_split;
   const int j_begin = split * per;
   const int j_end = min(ctx, j_begin + per);
   const int sub = threadIdx.x / LP, sl = threadIdx.x % LP;
@@ -272,19 +274,21 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
   }
 }
 
-// grid (n_decode, n_heads), max(32, head_dim) threads: merges the splits of one (row, head).
+// grid (n_decode, n_heads), max(32, head_dim) threads: merges the splits of one (row, head) (the row's
+// AttnRowSplits, as AttnDecodeKernel took them).
 __global__ void AttnCombineKernel(AttentionArgs a) {
   const int li = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const int hd = a.kv.head_dim;
   if (d >= hd) return;
   const int row = a.decode_rows[li];  // the step's batch: before the wait
+  const int n_split = AttnRowSplits(a.batch.positions[row] + 1, a.split_min, a.n_splits);
   PdlWait();
   PdlTrigger();
   const int64_t base = (static_cast<int64_t>(li) * a.n_heads + h) * a.n_splits;
   float mx = -INFINITY;
-  for (int s = 0; s < a.n_splits; ++s) mx = fmaxf(mx, a.partial_ml[2 * (base + s)]);
+  for (int s = 0; s < n_split; ++s) mx = fmaxf(mx, a.partial_ml[2 * (base + s)]);
   float L = 0.0f, O = 0.0f;  // split 0 is never empty, so mx is finite
-  for (int s = 0; s < a.n_splits; ++s) {
+  for (int s = 0; s < n_split; ++s) {
     const float f = exp2f(a.partial_ml[2 * (base + s)] - mx);
     L = fmaf(a.partial_ml[2 * (base + s) + 1], f, L);
     O = fmaf(a.partial_o[(base + s) * hd + d], f, O);

@@ -200,6 +200,16 @@ size_t GemvActScratchBytes(int64_t rows, int64_t cols);
 void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream);
 
 // ---- attention.cu ----
+// Decode attention: a row's context is split into one part per split_min positions of its length rounded
+// up to a power of two (at least kAttnSplitMinPositions), within the grid's splits.
+constexpr int kAttnSplitMinPositions = 16;
+__host__ __device__ inline int AttnRowSplits(int ctx, int split_min, int grid_splits) {
+  int bucket = kAttnSplitMinPositions;
+  while (bucket < ctx) bucket *= 2;
+  const int s = bucket / split_min;
+  return s < 1 ? 1 : (s < grid_splits ? s : grid_splits);
+}
+
 struct AttentionArgs {
   MatView q;    // [rows, n_heads * head_dim]
   MatView out;  // same shape
@@ -210,7 +220,11 @@ struct AttentionArgs {
   // Decode path: rows handled one by one with the context split across blocks (flash decoding).
   const int32_t* decode_rows = nullptr;  // device [n_decode]
   int n_decode = 0;
+  // The grid's splits per (row, kv head). A row takes the first AttnRowSplits(ctx, split_min, n_splits) of
+  // them, worked out on the device from its own context, so that the grid (and a CUDA graph holding it)
+  // stays the same while contexts grow; the others return at once.
   int n_splits = 1;
+  int split_min = kAttnSplitMinPositions;
   float* partial_o = nullptr;   // [n_decode][n_heads][n_splits][head_dim]
   float* partial_ml = nullptr;  // [n_decode][n_heads][n_splits][2]
   // Prefill path: tiles of query rows sharing each K/V tile.

@@ -59,8 +59,9 @@ constexpr size_t kBeginStepWords = 11;
 // Rows of a sequence up to which decode attention (flash decoding, one row at a time) is used; longer
 // chunks go to the prefill kernel.
 constexpr int kDecodeMaxRows = 4;
-// Decode attention: at least this many positions per split, at most this many splits.
-constexpr int kSplitMinPositions = 16;
+// Decode attention: at most this many splits (and at least cuda::kAttnSplitMinPositions positions per split
+// of a row's context bucket, cuda::AttnRowSplits).
+constexpr int kSplitMinPositions = cuda::kAttnSplitMinPositions;
 constexpr int kMaxSplits = 64;
 // MatMul with weights other than bf16: up to this many rows run as GEMV passes of kGemvMaxRows (each
 // reads the weight once); more rows dequantise slabs to bf16 for cuBLAS (~4.5 bytes per weight element
@@ -616,7 +617,7 @@ class CudaOpsImpl final : public CudaOps {
            static_cast<int64_t>(batch.pages.size()), batch.page_size,
            static_cast<int64_t>(decode_rows_.size()), static_cast<int64_t>(tiles_[0].size()),
            static_cast<int64_t>(tiles_[1].size()), static_cast<int64_t>(tiles_[2].size()),
-           static_cast<int64_t>(tiles_[3].size()), ctx_bucket_});
+           static_cast<int64_t>(tiles_[3].size()), CtxBucketWord()});
     if (mode_ != Mode::kEager || off == 0) return;  // a graph's batch goes up in Launch
     HYMT_CUDA_CHECK(cudaMemcpyAsync(dev, host, off, cudaMemcpyHostToDevice, stream_));
     HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
@@ -867,6 +868,7 @@ class CudaOpsImpl final : public CudaOps {
       a.prefill_tensor_cores = options_.prefill_attention_tensor_cores &&
                                cuda::PrefillTensorCoresSupported(kvv, n_heads, cc_major_);
       a.n_splits = Splits(a.n_decode, n_heads, kv.n_kv_heads, kv.head_dim);
+      a.split_min = SplitMinPositions();
       a.partial_o = static_cast<float*>(attn_.get());
       a.partial_ml = a.partial_o + static_cast<size_t>(a.n_decode) * n_heads * a.n_splits * kv.head_dim;
     }
@@ -1328,19 +1330,32 @@ class CudaOpsImpl final : public CudaOps {
     }
   }
 
-  // Decode attention splits: enough blocks to fill the GPU twice over, at least kSplitMinPositions per split
-  // (HYMT_ATTN_SPLIT_MIN overrides it) at the bucketed context, and what the scratch holds. Depends on the
-  // bucket, not the exact context, so that a graph replays while the context grows.
+  // Decode attention's grid of splits: enough blocks to fill the GPU twice over, and what the scratch holds.
+  // Each row takes as many of them as its own context asks for (cuda::AttnRowSplits: at least
+  // SplitMinPositions() positions per split of its bucketed context), which the kernels work out on the
+  // device, so the grid depends on the batch's shape alone and a step's graph replays while contexts grow
+  // (to the page tables' padding, 1,024 tokens). HYMT_GRAPH_CTX_BUCKETS=1 (a measurement switch) caps the
+  // grid by the batch's longest context bucket as before, which the step's graph then records
+  // (CtxBucketWord): a graph is captured again at each power of two.
   int Splits(int n_decode, int n_heads, int n_kv_heads, int head_dim) const {
     if (n_decode == 0) return 1;
-    static const int min_positions = std::max(1, cuda::EnvInt("HYMT_ATTN_SPLIT_MIN", kSplitMinPositions));
-    const int by_ctx = std::max(1, ctx_bucket_ / min_positions);
     const int64_t blocks = static_cast<int64_t>(n_decode) * n_kv_heads;
     const int want = static_cast<int>(std::min<int64_t>(kMaxSplits, (2 * sm_count_ + blocks - 1) / blocks));
     const size_t per_split = static_cast<size_t>(n_decode) * n_heads * (head_dim + 2) * sizeof(float);
     const int by_scratch = static_cast<int>(std::min<size_t>(kMaxSplits, attn_.size() / per_split));
+    const int by_ctx = CtxBuckets() ? std::max(1, ctx_bucket_ / SplitMinPositions()) : kMaxSplits;
     return std::max(1, std::min({want, by_ctx, by_scratch}));
   }
+  static int SplitMinPositions() {
+    static const int v = std::max(1, cuda::EnvInt("HYMT_ATTN_SPLIT_MIN", kSplitMinPositions));
+    return v;
+  }
+  static bool CtxBuckets() {
+    static const bool v = cuda::EnvEquals("HYMT_GRAPH_CTX_BUCKETS", "1");
+    return v;
+  }
+  // BeginStep's trace word for the contexts: 0, or under HYMT_GRAPH_CTX_BUCKETS=1 the longest one's bucket.
+  int64_t CtxBucketWord() const { return CtxBuckets() ? ctx_bucket_ : 0; }
 
   // Row counts up to which MatMul runs GEMV passes for a weight type (above: GEMM).
   static int64_t GemvMaxRows(DType t) { return t == DType::kBF16 ? cuda::kGemvMaxRows : kQuantGemvMaxRows; }
