@@ -55,10 +55,14 @@ inline float Exp(float v) {
 // brought it close to that loop in a temporary test program, where 6-16 KiB ahead measured alike, 2-4 and
 // 32 KiB less, into L1 or non-temporal alike; 7B q4_k_m decode became 1.3-2.2x faster (docs/BENCHMARKS.md,
 // "Software prefetch in the packed GEMVs"). The float GEMV, 4 rows at a time, measured no faster with it.
+// The lines go to L2 (prefetcht1), not L1: on an Intel Xeon host a prefetch into L1 waits for one of L1's
+// few fill buffers, and the kernel lab's decode sweep (`build/bench/kernels --sweep`) read 59-75% of the
+// read probe into L1 against 73-90% into L2 (q4_k and q8_0), 35-38% non-temporal; 4-32 KiB ahead measured
+// alike there.
 constexpr size_t kPrefetchAhead = 8192;
-// Asks for the cache line holding p. A prefetch never faults, so p may lie past the end of a buffer.
+// Asks for the cache line holding p, into L2. A prefetch never faults, so p may lie past the end of a buffer.
 inline void PrefetchLine(const void* p) {
-  __builtin_prefetch(p, 0, 3);
+  __builtin_prefetch(p, 0, 2);
 }
 
 inline float BitsAsF32(uint32_t bits) {
