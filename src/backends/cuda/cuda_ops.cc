@@ -59,9 +59,7 @@ constexpr size_t kBeginStepWords = 11;
 // Rows of a sequence up to which decode attention (flash decoding, one row at a time) is used; longer
 // chunks go to the prefill kernel.
 constexpr int kDecodeMaxRows = 4;
-// Decode attention: at most this many splits (and at least cuda::kAttnSplitMinPositions positions per split
-// of a row's context bucket, cuda::AttnRowSplits).
-constexpr int kSplitMinPositions = cuda::kAttnSplitMinPositions;
+// Decode attention: at most this many splits (each row takes cuda::AttnRowSplits of them).
 constexpr int kMaxSplits = 64;
 // MatMul with weights other than bf16: up to this many rows run as GEMV passes of kGemvMaxRows (each
 // reads the weight once); more rows dequantise slabs to bf16 for cuBLAS (~4.5 bytes per weight element
@@ -580,7 +578,7 @@ class CudaOpsImpl final : public CudaOps {
         }
       }
     }
-    ctx_bucket_ = std::max(kSplitMinPositions, NextPow2(max_ctx));
+    ctx_bucket_ = std::max(cuda::kAttnSplitMinPositions, NextPow2(max_ctx));
     one_row_per_seq_ =
         !batch.seqs.empty() && std::all_of(batch.seqs.begin(), batch.seqs.end(),
                                            [](const StepBatch::Seq& q) { return q.n_rows == 1; });
@@ -1347,7 +1345,7 @@ class CudaOpsImpl final : public CudaOps {
     return std::max(1, std::min({want, by_ctx, by_scratch}));
   }
   static int SplitMinPositions() {
-    static const int v = std::max(1, cuda::EnvInt("HYMT_ATTN_SPLIT_MIN", kSplitMinPositions));
+    static const int v = std::max(1, cuda::EnvInt("HYMT_ATTN_SPLIT_MIN", cuda::kAttnSplitMinPositions));
     return v;
   }
   static bool CtxBuckets() {
@@ -1651,7 +1649,7 @@ class CudaOpsImpl final : public CudaOps {
   std::vector<PrefillTile> tiles_[kTileVariants];
   const int32_t* decode_rows_dev_ = nullptr;
   const PrefillTile* tiles_dev_[kTileVariants] = {};
-  int ctx_bucket_ = kSplitMinPositions;
+  int ctx_bucket_ = cuda::kAttnSplitMinPositions;  // the longest decode context's bucket (HYMT_GRAPH_CTX_BUCKETS=1)
 
   Mode mode_ = Mode::kEager;
   // Device time of replayed graphs (events around each launch, read at later launches once finished).
