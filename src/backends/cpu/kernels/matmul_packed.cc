@@ -175,14 +175,27 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
       const __m512 fs = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(sc));
       __m512i isum[kT];
       for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
-      for (int s = 0; s < 4; ++s) {
-        const __m512i w = Load512(q + 64 * (4 * j + s));
-        const __m512i lo16 = _mm512_andnot_si512(nibble, _mm512_slli_epi16(w, 4)),
-                      hi16 = _mm512_andnot_si512(nibble, w);
-        for (int t = 0; t < kT; ++t) {
-          const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
-          isum[t] = DpbusdBcast(isum[t], lo16, xs);
-          isum[t] = DpbusdBcast(isum[t], hi16, xs + 4);
+      if constexpr (kT == 1) {
+        // One token: the low nibbles go unshifted into a second sum, joined as 16 x low + high at the
+        // end (the same integer), which saves a shift a weight register where nothing amortises it.
+        __m512i lo_sum = _mm512_setzero_si512();
+        for (int s = 0; s < 4; ++s) {
+          const __m512i w = Load512(q + 64 * (4 * j + s));
+          const int8_t* xs = x[0].blocks[b].qs + 32 * j + 8 * s;
+          lo_sum = DpbusdBcast(lo_sum, _mm512_and_si512(w, nibble), xs);
+          isum[0] = DpbusdBcast(isum[0], _mm512_andnot_si512(nibble, w), xs + 4);
+        }
+        isum[0] = _mm512_add_epi32(isum[0], _mm512_slli_epi32(lo_sum, 4));
+      } else {
+        for (int s = 0; s < 4; ++s) {
+          const __m512i w = Load512(q + 64 * (4 * j + s));
+          const __m512i lo16 = _mm512_andnot_si512(nibble, _mm512_slli_epi16(w, 4)),
+                        hi16 = _mm512_andnot_si512(nibble, w);
+          for (int t = 0; t < kT; ++t) {
+            const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+            isum[t] = DpbusdBcast(isum[t], lo16, xs);
+            isum[t] = DpbusdBcast(isum[t], hi16, xs + 4);
+          }
         }
       }
       for (int t = 0; t < kT; ++t) f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), fs, f[t]);
