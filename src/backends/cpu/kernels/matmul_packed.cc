@@ -25,7 +25,12 @@
 // (one multiply-add per sub-block, the mins, the final scale), so the kernel can reach at most 80%,
 // ~81% and ~77% of the vpdpbusd peak there; the rest of the instruction stream must stay off those pipes.
 // Software prefetch (simd.h, kPrefetchAhead): the first token tile of each group, the one that reads the
-// weights from memory, asks for the lines ahead of each block it starts; later tiles find the group in cache.
+// weights from memory, asks for the lines ahead of the bytes it is about to read; later tiles find the group
+// in cache. q4_k and q6_k ask a sub-block (or pair) at a time, 4-7 lines between products, not a whole
+// 36-53-line block at its start: on an Intel Xeon host the burst stalled the loop (cpu-clock samples piled
+// on the instruction after the prefetches, 39% of a q6_k decode's), and spread out the decode sweep read
+// 91-93% of the read probe instead of 84-89% (q4_k) and 85-89% instead of 79-82% (q6_k).
+// q8_0's blocks are 9 lines a group, already spread.
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
@@ -155,7 +160,7 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
     const uint8_t* q = blk + 64 + 192;
-    PrefetchAhead<kStream>(blk, kBlock);
+    PrefetchAhead<kStream>(blk, 64 + 192);  // the scales; each sub-block asks for its own quants below
     // The 6-bit scales and mins of the 16 rows, from the stored 12 bytes (words w0 w1 w2) per row
     // (blocks.h, GetKScaleMin): bytes j of sc03 / sc47 / m03 / m47 are scale j / 4 + j, min j / 4 + j.
     const __m512i w0 = Load512(blk + 64), w1 = Load512(blk + 128), w2 = Load512(blk + 192);
@@ -171,6 +176,7 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
     __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int j = 0; j < 8; ++j) {
+      PrefetchAhead<kStream>(q + 256 * j, 256);
       const __m512i sc = _mm512_shuffle_epi8(j < 4 ? sc03 : sc47, Load512(kScaleShuffles.byte[j % 4]));
       const __m512 fs = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(sc));
       __m512i isum[kT];
@@ -238,12 +244,13 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
-    PrefetchAhead<kStream>(blk, kBlock);
+    PrefetchAhead<kStream>(blk, 32);  // d; each pair of sub-blocks asks for its own bytes below
     const uint8_t* pairs = blk + 32;  // per pair of sub-blocks (416 bytes): scales, then 2 x (ql, qh)
     const __m512 d = LoadF16x16(blk);
     __m512 f[kT];  // this super-block's sum over the sub-blocks, in units of d_x
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int p = 0; p < 8; ++p) {
+      PrefetchAhead<kStream>(pairs + 416 * p, 416);
       const __m512i sc_pair = Load256AsI16(pairs + 416 * p);
       const __m512 fs[2] = {Q6KSubScale(d, sc_pair, 0), Q6KSubScale(d, sc_pair, 1)};
       for (int e = 0; e < 2; ++e) {
@@ -269,14 +276,16 @@ void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t
                __m512* acc1) {
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchAhead<kStream>(g0 + b * kBlock, kBlock);
-    PrefetchAhead<kStream>(g1 + b * kBlock, kBlock);
+    PrefetchAhead<kStream>(g0 + b * kBlock, 32);
+    PrefetchAhead<kStream>(g1 + b * kBlock, 32);
     const uint8_t* p0 = g0 + b * kBlock + 32;
     const uint8_t* p1 = g1 + b * kBlock + 32;
     const __m512 d0 = LoadF16x16(g0 + b * kBlock), d1 = LoadF16x16(g1 + b * kBlock);
     __m512 f0[kT], f1[kT];
     for (int t = 0; t < kT; ++t) f0[t] = f1[t] = _mm512_setzero_ps();
     for (int p = 0; p < 8; ++p) {
+      PrefetchAhead<kStream>(p0 + 416 * p, 416);
+      PrefetchAhead<kStream>(p1 + 416 * p, 416);
       const __m512i sp0 = Load256AsI16(p0 + 416 * p), sp1 = Load256AsI16(p1 + 416 * p);
       for (int e = 0; e < 2; ++e) {
         const __m512 fs0 = Q6KSubScale(d0, sp0, e), fs1 = Q6KSubScale(d1, sp1, e);

@@ -111,7 +111,7 @@ void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
     const uint8_t* q = blk + 64 + 192;
-    PrefetchAhead<kStream>(blk, kBlock);
+    PrefetchAhead<kStream>(blk, 64 + 192);  // the scales; each sub-block asks for its quants (matmul_packed.cc)
     // The 6-bit scales (as matmul_packed.cc's Q4KGroup; the mins below): bytes j of sc03 / sc47 are
     // scale j / 4 + j.
     __m256i sc03[kH], sc47[kH];
@@ -128,6 +128,7 @@ void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
     for (int h = 0; h < kH; ++h)
       for (int t = 0; t < kT; ++t) f[h][t] = _mm256_setzero_ps();
     for (int j = 0; j < 8; ++j) {
+      PrefetchAhead<kStream>(q + 256 * j, 256);
       __m256i p16[kH][kT];  // int16 pairs, or with AVX-VNNI int32 sums
       for (int h = 0; h < kH; ++h)
         for (int t = 0; t < kT; ++t) p16[h][t] = _mm256_setzero_si256();
@@ -205,12 +206,13 @@ void Q6KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
-    PrefetchAhead<kStream>(blk, kBlock);
+    PrefetchAhead<kStream>(blk, 32);  // d; each pair of sub-blocks asks for its own bytes below
     const uint8_t* pairs = blk + 32;  // per pair of sub-blocks (416 bytes): scales, then 2 x (ql, qh)
     __m256 f[kH][kT];
     for (int h = 0; h < kH; ++h)
       for (int t = 0; t < kT; ++t) f[h][t] = _mm256_setzero_ps();
     for (int p = 0; p < 8; ++p) {
+      PrefetchAhead<kStream>(pairs + 416 * p, 416);
       for (int h = 0; h < kH; ++h) {
         // Scales of the half's 8 rows, both sub-blocks of the pair: an int16 pair per 32-bit lane.
         const __m256i sc_pair = _mm256_cvtepi8_epi16(
