@@ -471,6 +471,55 @@ TEST_P(CpuOpsTest, MatMulPackedWeights) {
   EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ6_K, 13, 208, 4096, 1.0f}, rng_, true));
 }
 
+// MatMulGroup and MatMulSwiGlu quantise x once for products whose packed weights share an activation
+// format (q4_k with q6_k; q8_0 with q8_0), and fall back to one MatMul a weight otherwise: either way every
+// output is the separate MatMul's, bit for bit (and SwiGlu's of them). Decode (1 token), a GEMV batch and
+// prefill tiles; odd row counts; a group that mixes q8_0 with q4_k, and one holding an unpacked weight.
+TEST_P(CpuOpsTest, MatMulGroupsSameAsSeparateProducts) {
+  const int64_t k = 512;
+  const std::vector<std::vector<DType>> groups = {{DType::kQ4_K, DType::kQ4_K, DType::kQ6_K},
+                                                  {DType::kQ8_0, DType::kQ8_0, DType::kQ8_0},
+                                                  {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K},
+                                                  {DType::kQ4_K, DType::kBF16, DType::kQ4_K}};
+  const int64_t rows[] = {96, 17, 33};
+  for (const auto& types : groups) {
+    for (int64_t tokens : {1, 3, 9, 40}) {
+      SCOPED_TRACE(testing::Message() << DTypeName(types[0]) << "/" << DTypeName(types[1]) << "/"
+                                      << DTypeName(types[2]) << " tokens " << tokens);
+      std::vector<TestWeight> tws;
+      std::vector<Weight> ws;
+      for (size_t i = 0; i < types.size(); ++i) tws.push_back(MakeWeight(types[i], rows[i], k, rng_, 1.0f));
+      for (auto& tw : tws) ws.push_back(ops_->PrepareWeight(tw.w));
+      HostTensor x(tokens, k, 5, 3);
+      FillNormal(x, rng_, 1.0f, 0.3f);
+      std::vector<HostTensor> sep, grp;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        sep.emplace_back(tokens, rows[i], 7, 1);
+        grp.emplace_back(tokens, rows[i], 7, 1);
+        ops_->MatMul(x.t, ws[i], sep[i].t);
+      }
+      const Weight* wp[] = {&ws[0], &ws[1], &ws[2]};
+      const Tensor outs[] = {grp[0].t, grp[1].t, grp[2].t};
+      ops_->MatMulGroup(x.t, wp, outs);
+      for (size_t i = 0; i < ws.size(); ++i)
+        EXPECT_EQ(0, std::memcmp(sep[i].storage.data(), grp[i].storage.data(), sep[i].storage.size() * 4))
+            << "product " << i;
+      // The SwiGLU pair over the first and third weights when their row counts agree.
+      const Weight& gate = ws[0];
+      TestWeight up_tw = MakeWeight(types[2], rows[0], k, rng_, 1.0f);
+      const Weight up = ops_->PrepareWeight(up_tw.w);
+      HostTensor g(tokens, rows[0]), u(tokens, rows[0]), want(tokens, rows[0]), got(tokens, rows[0]),
+          scratch(tokens, rows[0]);
+      ops_->MatMul(x.t, gate, g.t);
+      ops_->MatMul(x.t, up, u.t);
+      ops_->SwiGlu(g.t, u.t, want.t);
+      ops_->MatMulSwiGlu(x.t, gate, up, scratch.t, got.t);
+      for (int64_t t = 0; t < tokens; ++t)
+        EXPECT_EQ(0, std::memcmp(want.Row(t), got.Row(t), rows[0] * sizeof(float))) << "SwiGLU row " << t;
+    }
+  }
+}
+
 TEST_P(CpuOpsTest, MatMulSameAsGenericKernels) {
   // Both sides are within a derived bound of the exact result, so they are within the sum of the two
   // bounds of each other. GEMV path (3 tokens): every ISA quantises activations identically, so for the

@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <unordered_set>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/dispatch.h"
+#include "backends/cpu/kernel_table.h"
 #include "core/thread_pool.h"
 
 namespace hymt::cpu {
@@ -66,6 +68,10 @@ class CpuOps : public Ops {
   void SwiGlu(const Tensor& gate, const Tensor& up, Tensor out) override;                // elementwise.cc
   void Add(Tensor x, const Tensor& y) override;                                          // elementwise.cc
   void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor out) override;  // elementwise.cc
+  void MatMulGroup(const Tensor& x, std::span<const Weight* const> ws,
+                   std::span<const Tensor> outs) override;  // matmul.cc
+  void MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch,
+                    Tensor out) override;  // matmul.cc
 
  private:
   // A [1, n] weight (norm weights, inv_freq) as f32: the weight's own memory when it is f32 with scale 1,
@@ -73,6 +79,15 @@ class CpuOps : public Ops {
   const float* VectorAsF32(const Weight& w, ScratchBuffer* buffer);
   // cos / sin of every row's position for one inv_freq table, [n_rows][half] each; cached per step.
   void RopeTables(const Weight& inv_freq, int half);
+
+  // matmul.cc: the kernel arguments of x · wᵀ into out (shapes checked; a packed w's packed layout).
+  MatMulArgs MatMulArgsFor(const Tensor& x, const Weight& w, Tensor out) const;
+  // a's activation rows quantised for a.w_dtype's integer kernels, in act_scratch_ (xq_row bytes a row).
+  const uint8_t* QuantizeActRows(const MatMulArgs& a, size_t* xq_row);
+  // The packed product of a (its rows [0, n_rows)) on the thread pool.
+  void RunPacked(const MatMulArgs& a, const uint8_t* xq, size_t xq_row, int64_t n_rows);
+  // Whether the weights are all packed with one activation row format (MatMulGroup).
+  bool SharesActRows(std::span<const Weight* const> ws) const;
 
   // Whether w.prepared is a packed layout (packed.h) this backend wrote. (Other backends that wrap this
   // one set prepared to the stored layout.)

@@ -38,22 +38,52 @@ static_assert(kMatMulRowAlign % kPackRows == 0, "threads split packed weights at
 
 }  // namespace
 
-void CpuOps::MatMul(const Tensor& x, const Weight& w, Tensor out) {
+MatMulArgs CpuOps::MatMulArgsFor(const Tensor& x, const Weight& w, Tensor out) const {
   HYMT_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows == x.rows, "matmul shapes x[", x.rows, ",",
              x.cols, "] w[", w.rows, ",", w.cols, "] out[", out.rows, ",", out.cols, "] for ", w.name);
   HYMT_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kF32, "the CPU backend computes in f32");
-  if (x.rows == 0 || w.rows == 0) return;
   MatMulArgs a;
   a.x = x.As<const float>();
   a.x_stride = x.stride;
   a.n_tokens = x.rows;
   a.k = w.cols;
-  a.w = static_cast<const uint8_t*>(w.data);
+  a.w = static_cast<const uint8_t*>(IsPacked(w) ? w.prepared : w.data);
   a.w_row_bytes = DTypeBytes(w.dtype, w.cols);
   a.w_dtype = w.dtype;
   a.scale = w.scale;
   a.out = out.As<float>();
   a.out_stride = out.stride;
+  return a;
+}
+
+const uint8_t* CpuOps::QuantizeActRows(const MatMulArgs& a, size_t* xq_row) {
+  *xq_row = k_.quant_act_row_bytes(a.w_dtype, a.k);
+  const size_t row = *xq_row;
+  uint8_t* xq = static_cast<uint8_t*>(act_scratch_.Get(row * static_cast<size_t>(a.n_tokens)));
+  auto quantize = [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t)
+      k_.quantize_act_row(a.w_dtype, a.x + t * a.x_stride, a.k, xq + static_cast<size_t>(t) * row);
+  };
+  if (a.n_tokens < kParallelQuantRows || a.n_tokens * a.k < kSerialMacs) {
+    quantize(0, a.n_tokens, 0);
+  } else {
+    ParallelChunks(DefaultThreadPool(), a.n_tokens, 1, quantize);
+  }
+  return xq;
+}
+
+void CpuOps::RunPacked(const MatMulArgs& a, const uint8_t* xq, size_t xq_row, int64_t n_rows) {
+  auto run = [&](int64_t begin, int64_t end, int) { k_.matmul_packed(a, xq, xq_row, begin, end); };
+  if (a.n_tokens * n_rows * a.k < kSerialMacs) {
+    run(0, n_rows, 0);
+  } else {
+    ParallelChunks(DefaultThreadPool(), n_rows, kMatMulRowAlign, run);
+  }
+}
+
+void CpuOps::MatMul(const Tensor& x, const Weight& w, Tensor out) {
+  const MatMulArgs a = MatMulArgsFor(x, w, out);
+  if (x.rows == 0 || w.rows == 0) return;
 
   const bool is_float = IsFloatWeight(w.dtype);
   if (!is_float && !IsQuantWeight(w.dtype))
@@ -66,24 +96,9 @@ void CpuOps::MatMul(const Tensor& x, const Weight& w, Tensor out) {
   ThreadPool& pool = DefaultThreadPool();
   const bool serial = x.rows * w.rows * w.cols < kSerialMacs;
   if (IsPacked(w)) {  // decode and prefill: int8 activations against the packed weight (packed.h)
-    a.w = static_cast<const uint8_t*>(w.prepared);
-    const size_t xq_row = k_.quant_act_row_bytes(w.dtype, w.cols);
-    uint8_t* xq = static_cast<uint8_t*>(act_scratch_.Get(xq_row * static_cast<size_t>(x.rows)));
-    auto quantize = [&](int64_t begin, int64_t end, int) {
-      for (int64_t t = begin; t < end; ++t)
-        k_.quantize_act_row(w.dtype, a.x + t * a.x_stride, a.k, xq + static_cast<size_t>(t) * xq_row);
-    };
-    if (serial || x.rows < kParallelQuantRows) {
-      quantize(0, x.rows, 0);
-    } else {
-      ParallelChunks(pool, x.rows, 1, quantize);
-    }
-    auto run = [&](int64_t begin, int64_t end, int) { k_.matmul_packed(a, xq, xq_row, begin, end); };
-    if (serial) {
-      run(0, w.rows, 0);
-    } else {
-      ParallelChunks(pool, w.rows, kMatMulRowAlign, run);
-    }
+    size_t xq_row = 0;
+    const uint8_t* xq = QuantizeActRows(a, &xq_row);
+    RunPacked(a, xq, xq_row, w.rows);
     return;
   }
   auto split_rows = [&](const std::function<void(int64_t, int64_t, int)>& fn) {
@@ -112,6 +127,35 @@ void CpuOps::MatMul(const Tensor& x, const Weight& w, Tensor out) {
   for (int64_t t = 0; t < x.rows; ++t)
     k_.quantize_act_row(w.dtype, a.x + t * a.x_stride, a.k, xq + static_cast<size_t>(t) * xq_row);
   split_rows([&](int64_t begin, int64_t end, int) { k_.gemv_quant(a, xq, xq_row, begin, end); });
+}
+
+// Products that read the same x (q, k and v; gate and up): when every weight is packed and their
+// activation rows have one format (q8_0's, or the K formats' shared by q4_k and q6_k), x is quantised once
+// for all of them instead of once a product; each product is then what MatMul computes, bit for bit.
+bool CpuOps::SharesActRows(std::span<const Weight* const> ws) const {
+  for (const Weight* w : ws)
+    if (!IsPacked(*w) || (w->dtype == DType::kQ8_0) != (ws[0]->dtype == DType::kQ8_0)) return false;
+  return !ws.empty();
+}
+
+void CpuOps::MatMulGroup(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
+  HYMT_CHECK(ws.size() == outs.size(), ws.size(), " weights for ", outs.size(), " outputs");
+  if (x.rows == 0 || !SharesActRows(ws)) return Ops::MatMulGroup(x, ws, outs);
+  MatMulArgs a = MatMulArgsFor(x, *ws[0], outs[0]);
+  size_t xq_row = 0;
+  const uint8_t* xq = QuantizeActRows(a, &xq_row);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i]->rows == 0) continue;
+    a = MatMulArgsFor(x, *ws[i], outs[i]);
+    RunPacked(a, xq, xq_row, ws[i]->rows);
+  }
+}
+
+void CpuOps::MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch, Tensor out) {
+  const Weight* ws[] = {&gate, &up};
+  const Tensor outs[] = {out, up_scratch};
+  MatMulGroup(x, ws, outs);
+  SwiGlu(out, up_scratch, out);
 }
 
 }  // namespace hymt::cpu

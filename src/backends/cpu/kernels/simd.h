@@ -58,7 +58,8 @@ inline float Exp(float v) {
 // The lines go to L2 (prefetcht1), not L1: on an Intel Xeon host a prefetch into L1 waits for one of L1's
 // few fill buffers, and the kernel lab's decode sweep (`build/bench/kernels --sweep`) read 59-75% of the
 // read probe into L1 against 73-90% into L2 (q4_k and q8_0), 35-38% non-temporal; 4-32 KiB ahead measured
-// alike there.
+// alike there. Callers ask for a few lines at a time between their products (matmul_packed.cc): a burst of
+// a few dozen stalls the loop on that host.
 constexpr size_t kPrefetchAhead = 8192;
 // Asks for the cache line holding p, into L2. A prefetch never faults, so p may lie past the end of a buffer.
 inline void PrefetchLine(const void* p) {
