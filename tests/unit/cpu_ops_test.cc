@@ -504,7 +504,7 @@ TEST_P(CpuOpsTest, MatMulGroupsSameAsSeparateProducts) {
       for (size_t i = 0; i < ws.size(); ++i)
         EXPECT_EQ(0, std::memcmp(sep[i].storage.data(), grp[i].storage.data(), sep[i].storage.size() * 4))
             << "product " << i;
-      // The SwiGLU pair over the first and third weights when their row counts agree.
+      // The SwiGLU pair: the first weight as gate, a fresh weight of the third one's type as up.
       const Weight& gate = ws[0];
       TestWeight up_tw = MakeWeight(types[2], rows[0], k, rng_, 1.0f);
       const Weight up = ops_->PrepareWeight(up_tw.w);

@@ -64,7 +64,7 @@ const uint8_t* CpuOps::QuantizeActRows(const MatMulArgs& a, size_t* xq_row) {
     for (int64_t t = begin; t < end; ++t)
       k_.quantize_act_row(a.w_dtype, a.x + t * a.x_stride, a.k, xq + static_cast<size_t>(t) * row);
   };
-  if (a.n_tokens < kParallelQuantRows || a.n_tokens * a.k < kSerialMacs) {
+  if (a.n_tokens < kParallelQuantRows) {
     quantize(0, a.n_tokens, 0);
   } else {
     ParallelChunks(DefaultThreadPool(), a.n_tokens, 1, quantize);
@@ -141,13 +141,12 @@ bool CpuOps::SharesActRows(std::span<const Weight* const> ws) const {
 void CpuOps::MatMulGroup(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
   HYMT_CHECK(ws.size() == outs.size(), ws.size(), " weights for ", outs.size(), " outputs");
   if (x.rows == 0 || !SharesActRows(ws)) return Ops::MatMulGroup(x, ws, outs);
-  MatMulArgs a = MatMulArgsFor(x, *ws[0], outs[0]);
   size_t xq_row = 0;
-  const uint8_t* xq = QuantizeActRows(a, &xq_row);
+  const uint8_t* xq = nullptr;
   for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i]->rows == 0) continue;
-    a = MatMulArgsFor(x, *ws[i], outs[i]);
-    RunPacked(a, xq, xq_row, ws[i]->rows);
+    const MatMulArgs a = MatMulArgsFor(x, *ws[i], outs[i]);
+    if (xq == nullptr) xq = QuantizeActRows(a, &xq_row);  // the first product's format is every one's
+    if (ws[i]->rows > 0) RunPacked(a, xq, xq_row, ws[i]->rows);
   }
 }
 
