@@ -29,7 +29,7 @@
 // in cache. q4_k and q6_k ask a sub-block (or pair) at a time, 4-7 lines between products, not a whole
 // 36-53-line block at its start: on an Intel Xeon host the burst stalled the loop (cpu-clock samples piled
 // on the instruction after the prefetches, 39% of a q6_k decode's), and spread out the decode sweep read
-// 91-93% of the read probe instead of 84-89% (q4_k) and 85-89% instead of 79-82% (q6_k).
+// 89-93% of the read probe instead of 84-89% (q4_k) and 85-89% instead of 74-82% (q6_k).
 // q8_0's blocks are 9 lines a group, already spread.
 #include "backends/cpu/kernels/kernels.h"
 
