@@ -168,7 +168,10 @@ class Rng {
 };
 
 // A fresh seed per call, so every check draws new data; printed on failure through SCOPED_TRACE.
+// HYMT_TEST_SEED=S makes every call return S, to replay a failure's case.
 uint64_t NextSeed() {
+  static const char* fixed = std::getenv("HYMT_TEST_SEED");
+  if (fixed != nullptr && *fixed != '\0') return std::strtoull(fixed, nullptr, 10);
   static uint64_t counter = std::random_device{}();
   return counter += 0x9e3779b97f4a7c15ull;
 }

@@ -140,6 +140,54 @@ __device__ __forceinline__ float MagicByte(uint32_t w) {
 }
 constexpr float kMagic = 8388608.0f;  // 2^23
 
+// Small integers as floats without the integer-to-float conversion unit (a quarter of the rate of an add
+// on these GPUs, and its latency sits on the int8 GEMVs' dependency chains). In [2^23, 2^24) a float's ulp is
+// 1, so the bits of 1.5 * 2^23 plus an integer |v| < 2^22 are the float 1.5 * 2^23 + v, and subtracting
+// 1.5 * 2^23 gives v exactly: the same value the conversion gives. A dp4a sum that starts at kIntBias
+// instead of 0 ends as those bits, so only the subtraction remains. HYMT_GEMV_LEGACY_CVT builds the
+// conversion-unit arithmetic instead (same results; for measuring the difference).
+constexpr int kIntBias = 0x4b400000;  // the bits of 1.5 * 2^23
+constexpr float kIntBiasF = 12582912.0f;
+#ifdef HYMT_GEMV_LEGACY_CVT
+constexpr int kDotInit = 0;
+__device__ __forceinline__ float DotToFloat(int s) {
+  return static_cast<float>(s);
+}
+__device__ __forceinline__ float SmallUintToFloat(uint32_t u) {
+  return static_cast<float>(u);
+}
+__device__ __forceinline__ float SmallIntToFloat(int v) {
+  return static_cast<float>(v);
+}
+#else
+constexpr int kDotInit = kIntBias;
+// A dp4a sum started at kDotInit, |sum - kDotInit| < 2^22, as the float of its integer.
+__device__ __forceinline__ float DotToFloat(int s) {
+  return __int_as_float(s) - kIntBiasF;
+}
+// u < 2^23.
+__device__ __forceinline__ float SmallUintToFloat(uint32_t u) {
+  return __uint_as_float(u | 0x4b000000u) - kMagic;
+}
+// |v| < 2^22.
+__device__ __forceinline__ float SmallIntToFloat(int v) {
+  return __int_as_float(v + kIntBias) - kIntBiasF;
+}
+#endif
+// c + the products of the 4 unsigned bytes of a with the 4 signed bytes of b (dp4a.u32.s32; CUDA's __dp4a
+// takes both signed or both unsigned).
+__device__ __forceinline__ int Dp4aUS(uint32_t a, int b, int c) {
+#if defined(HYMT_CUDA_EMU) || !defined(__CUDA_ARCH__)
+  for (int i = 0; i < 4; ++i)
+    c += static_cast<int>((a >> (8 * i)) & 0xffu) * static_cast<int>(static_cast<int8_t>(b >> (8 * i)));
+  return c;
+#else
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#endif
+}
+
 // 16-byte accesses (global or shared memory; p must be 16-byte aligned). The CPU emulator used to check
 // kernels without a GPU (tools/cuda_emu) verifies the alignment here.
 __device__ __forceinline__ uint4 Ld16(const void* p) {
@@ -663,8 +711,8 @@ struct Fmt<DType::kQ4_K> {
     const uint32_t by = (h.y >> (8 * jj)) & 0xffu, bz = (h.z >> (8 * jj)) & 0xffu, bw = (h.w >> (8 * jj)) & 0xffu;
     const uint32_t s1 = by & 63u, m1 = bz & 63u;
     const uint32_t s2 = (bw & 0xfu) | ((by >> 6) << 4), m2 = (bw >> 4) | ((bz >> 6) << 4);
-    return {d * static_cast<float>(s1), dmin * static_cast<float>(m1), d * static_cast<float>(s2),
-            dmin * static_cast<float>(m2)};
+    return {d * SmallUintToFloat(s1), dmin * SmallUintToFloat(m1), d * SmallUintToFloat(s2),
+            dmin * SmallUintToFloat(m2)};
   }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) { return SubScales(r.hdr, u % 4); }
   static __device__ __forceinline__ int PieceCol(int u, int p) {
@@ -716,7 +764,7 @@ struct Fmt<DType::kQ6_K> {
     const float d = F16ToF32(r.d);
     const int8_t s1 = static_cast<int8_t>(((p < 4 ? r.sc.x : r.sc.y) >> (8 * (p & 3))) & 0xffu);
     const int8_t s2 = static_cast<int8_t>(((p < 4 ? r.sc.z : r.sc.w) >> (8 * (p & 3))) & 0xffu);
-    return {d * static_cast<float>(s1), d * static_cast<float>(s2)};
+    return {d * SmallIntToFloat(s1), d * SmallIntToFloat(s2)};
   }
   static __device__ __forceinline__ int PieceCol(int u, int p) {
     return (u / 8) * 256 + (p >= 2 ? 128 : 0) + (u % 8) * 16 + (p & 1) * 8;

@@ -365,7 +365,7 @@ __device__ __forceinline__ void QuantizeValues(const float (&v)[16], int8_t* q, 
   const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds |p| < 2^22 to an integer, ties to even
   uint32_t words[4];
-  int sum = 0;
+  int sum = kDotInit;
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
     uint32_t b[4];
@@ -375,7 +375,7 @@ __device__ __forceinline__ void QuantizeValues(const float (&v)[16], int8_t* q, 
     sum = __dp4a(static_cast<int>(words[w]), 0x01010101, sum);
   }
   St16(q, make_uint4(words[0], words[1], words[2], words[3]));
-  *ds = make_float2(dx, dx * static_cast<float>(sum));
+  *ds = make_float2(dx, dx * DotToFloat(sum));
 }
 // The same for bf16 x[0..16).
 __device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, float2* ds) {
@@ -385,11 +385,19 @@ __device__ __forceinline__ void QuantizeGroup(const uint16_t* x, int8_t* q, floa
   QuantizeValues(v, q, ds);
 }
 
+// The dot products of 16 int8 weights (unsigned bytes for Dot16US) with 16 int8 activations, started at
+// kDotInit (DotToFloat turns the sum into its float).
 __device__ __forceinline__ int Dot16(const uint4& w, const uint4& x) {
-  int s = __dp4a(static_cast<int>(w.x), static_cast<int>(x.x), 0);
+  int s = __dp4a(static_cast<int>(w.x), static_cast<int>(x.x), kDotInit);
   s = __dp4a(static_cast<int>(w.y), static_cast<int>(x.y), s);
   s = __dp4a(static_cast<int>(w.z), static_cast<int>(x.z), s);
   return __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), s);
+}
+__device__ __forceinline__ int Dot16US(const uint4& w, const uint4& x) {
+  int s = Dp4aUS(w.x, static_cast<int>(x.x), kDotInit);
+  s = Dp4aUS(w.y, static_cast<int>(x.y), s);
+  s = Dp4aUS(w.z, static_cast<int>(x.z), s);
+  return Dp4aUS(w.w, static_cast<int>(x.w), s);
 }
 
 // Where the int8 path keeps the activations of 16-value group g (columns 16 g .. 16 g + 15) of a row of K:
@@ -438,10 +446,17 @@ struct Int8Dot<DType::kQ4_K> {
   static __device__ __forceinline__ uint4 Lo(const uint4& q) {
     return make_uint4(q.x & 0x0f0f0f0fu, q.y & 0x0f0f0f0fu, q.z & 0x0f0f0f0fu, q.w & 0x0f0f0f0fu);
   }
+#ifdef HYMT_GEMV_LEGACY_CVT
   static __device__ __forceinline__ uint4 Hi(const uint4& q) {
     return make_uint4((q.x >> 4) & 0x0f0f0f0fu, (q.y >> 4) & 0x0f0f0f0fu, (q.z >> 4) & 0x0f0f0f0fu,
                       (q.w >> 4) & 0x0f0f0f0fu);
   }
+#else
+  // The high nibbles in place: 16 x code, unsigned bytes (Dot16US).
+  static __device__ __forceinline__ uint4 Hi16(const uint4& q) {
+    return make_uint4(q.x & 0xf0f0f0f0u, q.y & 0xf0f0f0f0u, q.z & 0xf0f0f0f0u, q.w & 0xf0f0f0f0u);
+  }
+#endif
   // Wide unit u: the low nibbles of qa and qb are sub-block 1's 32 values (two activation groups), the high
   // nibbles sub-block 2's: d1 dx sum q n - m1 dx sum q over each group, the same for sub-block 2.
   template <bool kSmem>
@@ -450,12 +465,19 @@ struct Int8Dot<DType::kQ4_K> {
     const int64_t s0 = Slot<kSmem>(u, 0, K), s1 = Slot<kSmem>(u, 1, K);
     const int64_t s2 = Slot<kSmem>(u, 2, K), s3 = Slot<kSmem>(u, 3, K);
     const int a0 = Dot16(Lo(raw.qa), Ld16(xq + 16 * s0)), a1 = Dot16(Lo(raw.qb), Ld16(xq + 16 * s1));
+#ifdef HYMT_GEMV_LEGACY_CVT
     const int b0 = Dot16(Hi(raw.qa), Ld16(xq + 16 * s2)), b1 = Dot16(Hi(raw.qb), Ld16(xq + 16 * s3));
+    const float d2 = ctx.d2;
+#else
+    // The high nibbles' sums are 16 x theirs (|16 sum| <= 16 * 16 * 15 * 127 < 2^22, so DotToFloat holds); the
+    // 1/16 goes into the scale. Scaling by a power of two is exact, so every rounding below is the one the
+    // unscaled sums would give.
+    const int b0 = Dot16US(Hi16(raw.qa), Ld16(xq + 16 * s2)), b1 = Dot16US(Hi16(raw.qb), Ld16(xq + 16 * s3));
+    const float d2 = ctx.d2 * 0.0625f;
+#endif
     const float2 x0 = xds[s0], x1 = xds[s1], x2 = xds[s2], x3 = xds[s3];
-    const float v = fmaf(ctx.d1, fmaf(x0.x, static_cast<float>(a0), x1.x * static_cast<float>(a1)),
-                         -ctx.m1 * (x0.y + x1.y));
-    return fmaf(ctx.d2, fmaf(x2.x, static_cast<float>(b0), x3.x * static_cast<float>(b1)),
-                fmaf(-ctx.m2, x2.y + x3.y, v));
+    const float v = fmaf(ctx.d1, fmaf(x0.x, DotToFloat(a0), x1.x * DotToFloat(a1)), -ctx.m1 * (x0.y + x1.y));
+    return fmaf(d2, fmaf(x2.x, DotToFloat(b0), x3.x * DotToFloat(b1)), fmaf(-ctx.m2, x2.y + x3.y, v));
   }
   // ActSlot of group i (0, 1: columns 32 j and 32 j + 16 of super-block u / 4, j = u % 4; 2, 3: the same
   // + 128) of wide unit u: plane i at unit u in shared memory, else groups g, g + 1, g + 8, g + 9.
@@ -484,8 +506,8 @@ struct Int8Dot<DType::kQ6_K> {
     const int c = (u / 8) * 256 + (u % 8) * 16;
     const int s1 = Dot16(Run<0>(raw), Ld16(xq + c)), s2 = Dot16(Run<1>(raw), Ld16(xq + c + 128));
     const float2 x1 = xds[c / 16], x2 = xds[c / 16 + 8];
-    const float v = ctx.d1 * fmaf(x1.x, static_cast<float>(s1), -32.0f * x1.y);
-    return fmaf(ctx.d2, fmaf(x2.x, static_cast<float>(s2), -32.0f * x2.y), v);
+    const float v = ctx.d1 * fmaf(x1.x, DotToFloat(s1), -32.0f * x1.y);
+    return fmaf(ctx.d2, fmaf(x2.x, DotToFloat(s2), -32.0f * x2.y), v);
   }
 };
 
@@ -497,7 +519,7 @@ struct Int8Dot<DType::kQ8_0> {
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
                                               const float2* xds, int64_t) {
     const int s = Dot16(raw.q, Ld16(xq + 16 * u));
-    return ctx.d * (xds[u].x * static_cast<float>(s));
+    return ctx.d * (xds[u].x * DotToFloat(s));
   }
 };
 
@@ -794,17 +816,22 @@ int64_t GemvGrid(int64_t n_blocks, int resident) {
   return std::min<int64_t>(n_blocks, static_cast<int64_t>(sms) * per_sm);
 }
 
-// The launch shape: G threads per row group (about GemvIters() loop iterations per thread) and, per
-// part, its blocks.
+// G for a row of `units` units, kUnroll of them a loop iteration: about GemvIters() iterations per thread,
+// a power of two in 32..kThreads.
+int GroupSize(DType t, int64_t rows, int units, int unroll) {
+  const int want = units / (GemvIters(t, rows) * unroll);
+  int group = 32;
+  while (group < kThreads && group < want) group *= 2;
+  return group;
+}
+
+// The launch shape: G threads per row group (GroupSize) and, per part, its blocks.
 // fixed_group > 0 sets G instead.
 template <int RPT, int kUnitElems, int kUnroll>
 GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
                int64_t* blocks, int fixed_group = 0) {
   const int units = static_cast<int>(parts[0].w.cols / kUnitElems);
-  const int want = units / (GemvIters(parts[0].w.dtype, x.rows) * kUnroll);
-  int group = 32;
-  while (group < kThreads && group < want) group *= 2;
-  if (fixed_group > 0) group = fixed_group;
+  const int group = fixed_group > 0 ? fixed_group : GroupSize(parts[0].w.dtype, x.rows, units, kUnroll);
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
   GemvArgs a{};
   a.n_seg = static_cast<int>(parts.size());
@@ -851,6 +878,20 @@ int GemvRpt1(DType t) {
   }
 }
 
+// G of the one-token product of a T weight with K inputs as LaunchFloat (int8: LaunchInt8Rows) launches it.
+// A SwiGLU pair launch takes this G too: a thread sums its units in the order u = lane, lane + G, ... and
+// the group's threads are then reduced, so the group size alone fixes the summation order, and with the
+// single product's G the pair's gate and up sums are bit for bit those of two MatMul calls.
+template <DType T>
+int SingleGroup(int64_t K, bool int8) {
+#ifdef HYMT_GEMV_PAIR_OWN_GROUP
+  return 0;  // the pair's own G (before 2026-12-06; for measuring the difference)
+#endif
+  int rpt = GemvRpt1(T);
+  if (!int8 && T == DType::kQ6_K && rpt > 2) rpt = 2;
+  return GroupSize(T, 1, static_cast<int>(K / Fmt<T>::kUnitElems), UnitsInFlightT<T>(rpt));
+}
+
 // Shared memory of the float kernel's fused norm (bf16 rows), or 0 where it would exceed 46 KiB (see
 // SmemXBytes).
 size_t SmemNormBytes(int64_t rows, int64_t K) {
@@ -862,7 +903,8 @@ template <DType T, int R, bool kPair, int RPT>
 void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, const WeightView* up,
              cudaStream_t stream, const GemvNorm* norm) {
   int64_t blocks = 0;
-  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlightT<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlightT<T>(RPT)>(
+      parts, x, out_f32, epi, up, &blocks, kPair ? SingleGroup<T>(parts[0].w.cols, false) : 0);
   if (norm == nullptr) {
     Launch(PdlEnabled(), GemvKernel<T, R, kPair, RPT, false>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
     return;
@@ -991,7 +1033,8 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   float2* xds = reinterpret_cast<float2*>(xq + x.rows * K);  // K % 32 == 0: 16-byte aligned
   const bool pdl = PdlEnabled();
   int64_t blocks = 0;
-  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlightT<T>(RPT)>(parts, x, out_f32, epi, up, &blocks);
+  GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlightT<T>(RPT)>(
+      parts, x, out_f32, epi, up, &blocks, kPair ? SingleGroup<T>(K, true) : 0);
   if (norm != nullptr) {
     a.norm = norm->w;
     a.norm_eps = norm->eps;
