@@ -143,27 +143,13 @@ constexpr float kMagic = 8388608.0f;  // 2^23
 // Small integers as floats without the integer-to-float conversion unit (a quarter of the rate of an add
 // on these GPUs, and its latency sits on the int8 GEMVs' dependency chains). In [2^23, 2^24) a float's ulp is
 // 1, so the bits of 1.5 * 2^23 plus an integer |v| < 2^22 are the float 1.5 * 2^23 + v, and subtracting
-// 1.5 * 2^23 gives v exactly: the same value the conversion gives. A dp4a sum that starts at kIntBias
-// instead of 0 ends as those bits, so only the subtraction remains. HYMT_GEMV_LEGACY_CVT builds the
-// conversion-unit arithmetic instead (same results; for measuring the difference).
-constexpr int kIntBias = 0x4b400000;  // the bits of 1.5 * 2^23
-constexpr float kIntBiasF = 12582912.0f;
-#ifdef HYMT_GEMV_LEGACY_CVT
-constexpr int kDotInit = 0;
-__device__ __forceinline__ float DotToFloat(int s) {
-  return static_cast<float>(s);
-}
-__device__ __forceinline__ float SmallUintToFloat(uint32_t u) {
-  return static_cast<float>(u);
-}
-__device__ __forceinline__ float SmallIntToFloat(int v) {
-  return static_cast<float>(v);
-}
-#else
-constexpr int kDotInit = kIntBias;
+// 1.5 * 2^23 gives v exactly: the value the conversion gives. A dp4a sum that starts at kDotInit instead of
+// 0 ends as those bits, so only the subtraction remains.
+constexpr int kDotInit = 0x4b400000;  // the bits of 1.5 * 2^23
+constexpr float kDotInitF = 12582912.0f;
 // A dp4a sum started at kDotInit, |sum - kDotInit| < 2^22, as the float of its integer.
 __device__ __forceinline__ float DotToFloat(int s) {
-  return __int_as_float(s) - kIntBiasF;
+  return __int_as_float(s) - kDotInitF;
 }
 // u < 2^23.
 __device__ __forceinline__ float SmallUintToFloat(uint32_t u) {
@@ -171,9 +157,8 @@ __device__ __forceinline__ float SmallUintToFloat(uint32_t u) {
 }
 // |v| < 2^22.
 __device__ __forceinline__ float SmallIntToFloat(int v) {
-  return __int_as_float(v + kIntBias) - kIntBiasF;
+  return __int_as_float(v + kDotInit) - kDotInitF;
 }
-#endif
 // c + the products of the 4 unsigned bytes of a with the 4 signed bytes of b (dp4a.u32.s32; CUDA's __dp4a
 // takes both signed or both unsigned).
 __device__ __forceinline__ int Dp4aUS(uint32_t a, int b, int c) {

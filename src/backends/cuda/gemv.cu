@@ -35,7 +35,10 @@
 //   Q6_K: sum_i x_i d s (n_i - 32) = d s (dx sum_i q_i n_i - 32 dx sum_i q_i);
 //   Q8_0: sum_i x_i d w_i = d dx sum_i q_i w_i.
 // The activation rounding (|x - dx q| <= dx / 2, dx = max|x| / 127 over 16 values) is the only change
-// in the result; the tests bound it. Up to two token rows of the 7B's widths the rows sit in shared memory
+// in the result; the tests bound it. The dp4a sums become floats by a subtraction (DotToFloat,
+// cuda_device.cuh), not the quarter-rate conversion unit, and Q4_K's high nibbles are summed in place as 16 x
+// code, the 1/16 in the scale; both give the conversion's results bit for bit (H100: q4_k_m's decode graph
+// 0.4% shorter, q8_0's unchanged; docs/BENCHMARKS.md). Up to two token rows of the 7B's widths the rows sit in shared memory
 // (kSmemX): at K = 4096 each block quantises them itself (no separate launch), from K = 8192 (the down
 // projection) QuantizeActKernel writes them once in shared memory's order and each block copies them
 // (GemvPrequantMinK); above two rows, QuantizeActKernel writes them once and the blocks read them from
@@ -446,17 +449,10 @@ struct Int8Dot<DType::kQ4_K> {
   static __device__ __forceinline__ uint4 Lo(const uint4& q) {
     return make_uint4(q.x & 0x0f0f0f0fu, q.y & 0x0f0f0f0fu, q.z & 0x0f0f0f0fu, q.w & 0x0f0f0f0fu);
   }
-#ifdef HYMT_GEMV_LEGACY_CVT
-  static __device__ __forceinline__ uint4 Hi(const uint4& q) {
-    return make_uint4((q.x >> 4) & 0x0f0f0f0fu, (q.y >> 4) & 0x0f0f0f0fu, (q.z >> 4) & 0x0f0f0f0fu,
-                      (q.w >> 4) & 0x0f0f0f0fu);
-  }
-#else
   // The high nibbles in place: 16 x code, unsigned bytes (Dot16US).
   static __device__ __forceinline__ uint4 Hi16(const uint4& q) {
     return make_uint4(q.x & 0xf0f0f0f0u, q.y & 0xf0f0f0f0u, q.z & 0xf0f0f0f0u, q.w & 0xf0f0f0f0u);
   }
-#endif
   // Wide unit u: the low nibbles of qa and qb are sub-block 1's 32 values (two activation groups), the high
   // nibbles sub-block 2's: d1 dx sum q n - m1 dx sum q over each group, the same for sub-block 2.
   template <bool kSmem>
@@ -465,16 +461,11 @@ struct Int8Dot<DType::kQ4_K> {
     const int64_t s0 = Slot<kSmem>(u, 0, K), s1 = Slot<kSmem>(u, 1, K);
     const int64_t s2 = Slot<kSmem>(u, 2, K), s3 = Slot<kSmem>(u, 3, K);
     const int a0 = Dot16(Lo(raw.qa), Ld16(xq + 16 * s0)), a1 = Dot16(Lo(raw.qb), Ld16(xq + 16 * s1));
-#ifdef HYMT_GEMV_LEGACY_CVT
-    const int b0 = Dot16(Hi(raw.qa), Ld16(xq + 16 * s2)), b1 = Dot16(Hi(raw.qb), Ld16(xq + 16 * s3));
-    const float d2 = ctx.d2;
-#else
     // The high nibbles' sums are 16 x theirs (|16 sum| <= 16 * 16 * 15 * 127 < 2^22, so DotToFloat holds); the
     // 1/16 goes into the scale. Scaling by a power of two is exact, so every rounding below is the one the
     // unscaled sums would give.
     const int b0 = Dot16US(Hi16(raw.qa), Ld16(xq + 16 * s2)), b1 = Dot16US(Hi16(raw.qb), Ld16(xq + 16 * s3));
     const float d2 = ctx.d2 * 0.0625f;
-#endif
     const float2 x0 = xds[s0], x1 = xds[s1], x2 = xds[s2], x3 = xds[s3];
     const float v = fmaf(ctx.d1, fmaf(x0.x, DotToFloat(a0), x1.x * DotToFloat(a1)), -ctx.m1 * (x0.y + x1.y));
     return fmaf(d2, fmaf(x2.x, DotToFloat(b0), x3.x * DotToFloat(b1)), fmaf(-ctx.m2, x2.y + x3.y, v));
@@ -884,9 +875,6 @@ int GemvRpt1(DType t) {
 // single product's G the pair's gate and up sums are bit for bit those of two MatMul calls.
 template <DType T>
 int SingleGroup(int64_t K, bool int8) {
-#ifdef HYMT_GEMV_PAIR_OWN_GROUP
-  return 0;  // the pair's own G (before 2026-12-06; for measuring the difference)
-#endif
   int rpt = GemvRpt1(T);
   if (!int8 && T == DType::kQ6_K && rpt > 2) rpt = 2;
   return GroupSize(T, 1, static_cast<int>(K / Fmt<T>::kUnitElems), UnitsInFlightT<T>(rpt));
