@@ -471,6 +471,34 @@ TEST_P(CpuOpsTest, MatMulPackedWeights) {
   EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ6_K, 13, 208, 4096, 1.0f}, rng_, true));
 }
 
+// The AVX-512 packed GEMM runs q6_k row groups in pairs or one at a time by CPU vendor
+// (PairQ6KRowGroups): both give each group's sums in the same order, so the same bits, within the bound.
+TEST_P(CpuOpsTest, MatMulQ6KPairedOrSingleGroups) {
+  const bool packs = GetParam() != Isa::kGeneric;
+  for (int64_t tokens : {2, 5, 6, 7, 13, 64}) {
+    for (int64_t n : {16, 48, 130}) {
+      SCOPED_TRACE(testing::Message() << "tokens " << tokens << " rows " << n);
+      TestWeight tw = MakeWeight(DType::kQ6_K, n, 512, rng_, 1.0f);
+      const Weight w = ops_->PrepareWeight(tw.w);
+      HostTensor x(tokens, 512, 3, 1);
+      FillNormal(x, rng_, 1.0f, 0.3f);
+      HostTensor paired(tokens, n), single(tokens, n);
+      cpu::SetPairQ6KRowGroups(1);
+      ops_->MatMul(x.t, w, paired.t);
+      cpu::SetPairQ6KRowGroups(0);
+      ops_->MatMul(x.t, w, single.t);
+      cpu::SetPairQ6KRowGroups(-1);
+      EXPECT_EQ(0, std::memcmp(paired.storage.data(), single.storage.data(), paired.storage.size() * 4));
+    }
+  }
+  for (int on : {1, 0}) {
+    cpu::SetPairQ6KRowGroups(on);
+    EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ6_K, 13, 208, 4096, 1.0f}, rng_, true)) << "pairs " << on;
+    EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ6_K, 64, 130, 768, 1.0f}, rng_, true)) << "pairs " << on;
+  }
+  cpu::SetPairQ6KRowGroups(-1);
+}
+
 // MatMulGroup and MatMulSwiGlu quantise x once for products whose packed weights share an activation
 // format (q4_k with q6_k; q8_0 with q8_0), and fall back to one MatMul a weight otherwise: either way every
 // output is the separate MatMul's, bit for bit (and SwiGlu's of them). Decode (1 token), a GEMV batch and

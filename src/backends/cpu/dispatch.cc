@@ -4,7 +4,10 @@
 
 #include <cpuid.h>
 
+#include <atomic>
+
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/status.h"
@@ -81,6 +84,30 @@ const char* IsaName(Isa isa) {
       return "avx512";
   }
   return "?";
+}
+
+namespace {
+std::atomic<int> g_q6k_pairs{-1};
+}  // namespace
+
+void SetPairQ6KRowGroups(int on) {
+  g_q6k_pairs.store(on, std::memory_order_relaxed);
+}
+
+bool PairQ6KRowGroups() {
+  if (const int set = g_q6k_pairs.load(std::memory_order_relaxed); set >= 0) return set != 0;
+  static const bool pairs = [] {
+    if (const char* env = std::getenv("HYMT_CPU_Q6K_PAIRS"); env != nullptr && (*env == '0' || *env == '1'))
+      return *env == '1';
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return true;
+    char vendor[12];
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    return std::memcmp(vendor, "GenuineIntel", 12) != 0;
+  }();
+  return pairs;
 }
 
 bool ParseIsa(std::string_view name, Isa* out) {

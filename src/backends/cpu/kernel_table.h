@@ -34,6 +34,13 @@ struct MatMulArgs {
 // formats) and a register-tiled GEMM runs (compute bound: prefill, large decode batches). Weights that
 // PrepareWeight packed (packed.h) take neither path: matmul_packed serves every token count.
 constexpr int kGemvMaxTokens = 4;
+// Whether the AVX-512 packed GEMM runs q6_k row groups two at a time (Q6KGroup2, 6-token tiles) rather
+// than one (8-token tiles). Pairs halve the activation broadcasts, which held a Zen 5 core back; on Intel
+// cores every 512-bit integer op shares the two vpdpbusd ports, and one group's 8-token tiles spend fewer
+// of them per product (docs/BENCHMARKS.md). So: pairs except on Intel CPUs; HYMT_CPU_Q6K_PAIRS=0|1 overrides.
+bool PairQ6KRowGroups();
+// 1 or 0 sets the choice (tests run both), -1 restores the default.
+void SetPairQ6KRowGroups(int on);
 // Per-thread scratch of the GEMM (a packed panel of the weight and a staging area), in bytes.
 constexpr size_t kGemmScratchBytes = size_t{640} << 10;
 // Row ranges handed to matmul kernels start at multiples of this (a whole GEMM register tile, whole

@@ -405,7 +405,7 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
                                n0);
   }
   int64_t n_pairs_end = n_multi_end;
-  const bool pairs = a.w_dtype == DType::kQ8_0 || a.w_dtype == DType::kQ6_K;
+  const bool pairs = a.w_dtype == DType::kQ8_0 || (a.w_dtype == DType::kQ6_K && PairQ6KRowGroups());
   if (pairs && a.n_tokens > 1) {  // one token (decode): q6_k is bound by memory either way
     n_pairs_end = n_begin + (n_end - n_begin) / (2 * kPackRows) * (2 * kPackRows);
     const int64_t pair_block_rows =
