@@ -94,7 +94,8 @@ void Q8_0Group(const uint8_t* g, const Q8ActRow* x, int64_t nb, __m512* acc) {
 // host (two 512-bit vpdpbusd a cycle) the 64-token GEMM at the 7B shapes went from 45-52% to 57-70%
 // of the vpdpbusd peak with 6-token tiles (7 and 8 were slower: the sums no longer fit the registers).
 // q6_k pairs the same way (Q6KGroup2: about 40% -> 45-52%); for q4_k it measured no faster, so q4_k
-// keeps one group per pass.
+// keeps one group per pass. On an Intel Xeon (every 512-bit op on the two vpdpbusd ports) q6_k's single
+// groups with 8-token tiles read faster in the kernel lab, so q6_k pairs only where PairQ6KRowGroups says.
 template <int kT, bool kStream>
 void Q8_0Group2(const uint8_t* g0, const uint8_t* g1, const Q8ActRow* x, int64_t nb, __m512* acc0,
                 __m512* acc1) {
