@@ -5,7 +5,6 @@
 #include <cpuid.h>
 
 #include <atomic>
-
 #include <cstdlib>
 #include <cstring>
 #include <string>

@@ -36,13 +36,13 @@
 //   Q8_0: sum_i x_i d w_i = d dx sum_i q_i w_i.
 // The activation rounding (|x - dx q| <= dx / 2, dx = max|x| / 127 over 16 values) is the only change
 // in the result; the tests bound it. The dp4a sums become floats by a subtraction (DotToFloat,
-// cuda_device.cuh), not the quarter-rate conversion unit, and Q4_K's high nibbles are summed in place as 16 x
-// code, the 1/16 in the scale; both give the conversion's results bit for bit (H100: q4_k_m's decode graph
-// 0.4% shorter, q8_0's unchanged; docs/BENCHMARKS.md). Up to two token rows of the 7B's widths the rows sit in shared memory
-// (kSmemX): at K = 4096 each block quantises them itself (no separate launch), from K = 8192 (the down
-// projection) QuantizeActKernel writes them once in shared memory's order and each block copies them
-// (GemvPrequantMinK); above two rows, QuantizeActKernel writes them once and the blocks read them from
-// global memory.
+// cuda_device.cuh), not the quarter-rate conversion unit, and Q4_K's high nibbles are summed in place as
+// 16 x code, the 1/16 in the scale; both give the conversion's results bit for bit (H100: q4_k_m's decode
+// graph 0.4% shorter, q8_0's unchanged; docs/BENCHMARKS.md). Up to two token rows of the 7B's widths the
+// rows sit in shared memory (kSmemX): at K = 4096 each block quantises them itself (no separate launch),
+// from K = 8192 (the down projection) QuantizeActKernel writes them once in shared memory's order and each
+// block copies them (GemvPrequantMinK); above two rows, QuantizeActKernel writes them once and the blocks
+// read them from global memory.
 // Q4_K and Q6_K read split layouts (cuda_internal.h): a warp's 32 threads load 512 contiguous quant bytes per
 // load. Q6_K's 8 threads of a super-block read 128 contiguous activation bytes; a Q4_K thread takes a wide
 // unit (64 weights of two sub-blocks that share a scale/min pair, so the header is decoded once per 64) and,
@@ -461,9 +461,9 @@ struct Int8Dot<DType::kQ4_K> {
     const int64_t s0 = Slot<kSmem>(u, 0, K), s1 = Slot<kSmem>(u, 1, K);
     const int64_t s2 = Slot<kSmem>(u, 2, K), s3 = Slot<kSmem>(u, 3, K);
     const int a0 = Dot16(Lo(raw.qa), Ld16(xq + 16 * s0)), a1 = Dot16(Lo(raw.qb), Ld16(xq + 16 * s1));
-    // The high nibbles' sums are 16 x theirs (|16 sum| <= 16 * 16 * 15 * 127 < 2^22, so DotToFloat holds); the
-    // 1/16 goes into the scale. Scaling by a power of two is exact, so every rounding below is the one the
-    // unscaled sums would give.
+    // The high nibbles' sums are 16 x theirs (|16 sum| <= 16 * 16 * 15 * 127 < 2^22, so DotToFloat holds);
+    // the 1/16 goes into the scale. Scaling by a power of two is exact, so every rounding below is the one
+    // the unscaled sums would give.
     const int b0 = Dot16US(Hi16(raw.qa), Ld16(xq + 16 * s2)), b1 = Dot16US(Hi16(raw.qb), Ld16(xq + 16 * s3));
     const float d2 = ctx.d2 * 0.0625f;
     const float2 x0 = xds[s0], x1 = xds[s1], x2 = xds[s2], x3 = xds[s3];
