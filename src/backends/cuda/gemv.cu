@@ -869,15 +869,20 @@ int GemvRpt1(DType t) {
   }
 }
 
-// G of the one-token product of a T weight with K inputs as LaunchFloat (int8: LaunchInt8Rows) launches it.
-// A SwiGLU pair launch takes this G too: a thread sums its units in the order u = lane, lane + G, ... and
-// the group's threads are then reduced, so the group size alone fixes the summation order, and with the
-// single product's G the pair's gate and up sums are bit for bit those of two MatMul calls.
+// Rows per thread of a one-token product, as LaunchFloat and (int8) LaunchInt8Rows launch it: GemvRpt1,
+// of which the float path's q6_k takes at most 2.
+int OneRowRpt(DType t, bool int8) {
+  const int rpt = GemvRpt1(t);
+  return !int8 && t == DType::kQ6_K && rpt > 2 ? 2 : rpt;
+}
+
+// G of the one-token product of a T weight with K inputs. A SwiGLU pair launch takes this G too: a thread
+// sums its units in the order u = lane, lane + G, ... and the group's threads are then reduced, so the
+// group size alone fixes the summation order, and with the single product's G the pair's gate and up sums
+// are bit for bit those of two MatMul calls.
 template <DType T>
 int SingleGroup(int64_t K, bool int8) {
-  int rpt = GemvRpt1(T);
-  if (!int8 && T == DType::kQ6_K && rpt > 2) rpt = 2;
-  return GroupSize(T, 1, static_cast<int>(K / Fmt<T>::kUnitElems), UnitsInFlightT<T>(rpt));
+  return GroupSize(T, 1, static_cast<int>(K / Fmt<T>::kUnitElems), UnitsInFlightT<T>(OneRowRpt(T, int8)));
 }
 
 // Shared memory of the float kernel's fused norm (bf16 rows), or 0 where it would exceed 46 KiB (see
@@ -1050,13 +1055,14 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
          static_cast<const float2*>(xds));
 }
 
-// The kernel for R token rows: RowsPerThread rows per thread, or at one token row GemvRpt1(T).
+// The kernel for R token rows: RowsPerThread rows per thread, or at one token row OneRowRpt.
 template <DType T, int R>
 void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream,
                  const GemvNorm* norm) {
-  if (R == 1 && GemvRpt1(T) == 2)
+  const int rpt = R == 1 ? OneRowRpt(T, false) : 0;
+  if (rpt == 2)
     LaunchT<T, R, false, 2>(parts, x, out_f32, epi, nullptr, stream, norm);
-  else if (R == 1 && GemvRpt1(T) == 4)
+  else if (rpt == 4)  // never q6_k (OneRowRpt); the clamp only keeps its 4-row kernel from being built
     LaunchT<T, R, false, (T == DType::kQ6_K ? 2 : 4)>(parts, x, out_f32, epi, nullptr, stream, norm);
   else
     LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream, norm);
@@ -1064,9 +1070,10 @@ void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvE
 template <DType T, int R>
 void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
                     cudaStream_t stream, const GemvNorm* norm) {
-  if (R == 1 && GemvRpt1(T) == 2)
+  const int rpt = R == 1 ? OneRowRpt(T, true) : 0;
+  if (rpt == 2)
     LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
-  else if (R == 1 && GemvRpt1(T) == 4)
+  else if (rpt == 4)
     LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
   else
     LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
