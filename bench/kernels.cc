@@ -5,6 +5,7 @@
 //
 //   build/bench/kernels [--quick] [--types bf16,q4_k,...] [--isa generic|avx2|avxvnni|avx512]
 //   build/bench/kernels --sweep ROUNDS --types q8_0,q4_k     (decode sweeps next to the read probe only)
+//   build/bench/kernels --ab-expand PAIRS --types q4_k,q6_k [--tokens 64]   (expanded row groups on / off)
 //
 // Threads: HYMT_THREADS (default: all available cores). Weights are random values of the real shapes;
 // the GEMV working set is several times the last-level cache (copies of the matrix are cycled), so
@@ -543,13 +544,55 @@ int Sweep(cpu::Isa isa, const std::vector<DType>& types, int rounds) {
   return 0;
 }
 
+// --ab-expand PAIRS: the packed GEMM with and without expanded row groups (kernel_table.h,
+// ExpandPackedGroups) at `tokens` token rows, the two alternated call by call on two copies of each weight,
+// so that a busy or throttled host slows both alike; prints each mode's median rate and the median of the
+// pairs' ratios. The 7B's shapes and the 1.8B's (hidden 2048, MLP 6144).
+int AbExpand(cpu::Isa isa, const std::vector<DType>& types, int pairs, int64_t tokens) {
+  auto ops = CreateCpuOps(isa);
+  const Shape shapes[] = {{2048, 2048, "1.8B q/o"}, {6144, 2048, "1.8B gate/up"}, {2048, 6144, "1.8B down"},
+                          {4096, 4096, "q/o"},      {14336, 4096, "gate/up"},     {4096, 14336, "down"}};
+  std::printf("packed GEMM, %lld token rows, %d threads: expanded row groups on / off, %d alternated pairs\n",
+              static_cast<long long>(tokens), DefaultThreadPool().size(), pairs);
+  for (DType t : types) {
+    for (const Shape& s : shapes) {
+      XorShift rng;
+      const WeightCopies w = MakeWeightCopies(*ops, t, s, 2, rng);
+      std::vector<float> x(tokens * s.k), out(tokens * s.n);
+      for (auto& v : x) v = rng.NextSigned();
+      std::vector<double> rate[2], ratio;
+      for (int i = 0; i < pairs; ++i) {
+        double r[2];
+        for (int m = 0; m < 2; ++m) {
+          const int mode = (i + m) % 2;  // which goes first alternates
+          cpu::SetExpandPackedGroups(mode);
+          Tensor xt{x.data(), DType::kF32, tokens, s.k, s.k, {}};
+          Tensor ot{out.data(), DType::kF32, tokens, s.n, s.n, {}};
+          Stopwatch watch;
+          ops->MatMul(xt, w.prepared[i % 2], ot);
+          r[mode] = 2.0 * tokens * s.n * s.k / watch.Elapsed() / 1e9;
+          rate[mode].push_back(r[mode]);
+        }
+        ratio.push_back(r[1] / r[0]);
+      }
+      std::printf("%-5s %-13s %6lldx%-6lld on %7.1f  off %7.1f GOP/s  on/off %.3f\n", DTypeName(t), s.what,
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), Summarise(rate[1]).median,
+                  Summarise(rate[0]).median, Summarise(ratio).median);
+      std::fflush(stdout);
+    }
+  }
+  cpu::SetExpandPackedGroups(-1);
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   bool quick = false;
   std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kF8E4M3,
                               DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
                               DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   cpu::Isa isa = cpu::DefaultIsa();
-  int sweep_rounds = 0;
+  int sweep_rounds = 0, ab_pairs = 0;
+  int64_t ab_tokens = 64;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -557,6 +600,12 @@ int Main(int argc, char** argv) {
     } else if (a == "--sweep" && i + 1 < argc) {
       sweep_rounds = std::atoi(argv[++i]);
       if (sweep_rounds <= 0) Fail(ErrorCode::kInvalidArgument, "--sweep needs a number of rounds");
+    } else if (a == "--ab-expand" && i + 1 < argc) {
+      ab_pairs = std::atoi(argv[++i]);
+      if (ab_pairs <= 0) Fail(ErrorCode::kInvalidArgument, "--ab-expand needs a number of pairs");
+    } else if (a == "--tokens" && i + 1 < argc) {
+      ab_tokens = std::atoll(argv[++i]);
+      if (ab_tokens <= 0 || ab_tokens > 4096) Fail(ErrorCode::kInvalidArgument, "--tokens needs 1..4096");
     } else if (a == "--types" && i + 1 < argc) {
       types.clear();
       for (const std::string& name : StrSplit(argv[++i], ',')) {
@@ -569,12 +618,13 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--types f32,bf16,q4_k,...] [--isa generic|avx2|avxvnni|avx512] "
-                   "[--sweep ROUNDS]\n",
+                   "[--sweep ROUNDS] [--ab-expand PAIRS [--tokens N]]\n",
                    argv[0]);
       return 2;
     }
   }
   if (sweep_rounds > 0) return Sweep(isa, types, sweep_rounds);
+  if (ab_pairs > 0) return AbExpand(isa, types, ab_pairs, ab_tokens);
   auto ops = CreateCpuOps(isa);
   const int repeats = quick ? 3 : 7;
   ThreadPool& pool = DefaultThreadPool();
@@ -608,8 +658,8 @@ int Main(int argc, char** argv) {
     int8 = vnni ? Peak(&HostVnniLoopAvx2, kHostVnniLoopAvx2Ops, repeats)
                 : Peak(&HostInt8LoopAvx2, kHostInt8LoopAvx2Ops, repeats);
     std::printf("  f32 FMA (ymm) peak     %8.1f GFLOP/s %s\n", fma.median, Spread(fma).c_str());
-    std::printf("  %-21s %8.1f GOP/s   %s\n", vnni ? "vpdpbusd (ymm) peak" : "vpmaddubsw (ymm) peak", int8.median,
-                Spread(int8).c_str());
+    std::printf("  %-21s %8.1f GOP/s   %s\n", vnni ? "vpdpbusd (ymm) peak" : "vpmaddubsw (ymm) peak",
+                int8.median, Spread(int8).c_str());
   }
 #endif
   const Stats dispatch = DispatchMicroseconds();
@@ -624,7 +674,8 @@ int Main(int argc, char** argv) {
   std::printf(
       "        without a packed layout (dequantised into f32 panels); rows marked * are packed weights\n");
   std::printf(
-      "        (q8_0, q4_k, q6_k on every ISA but generic): int8 GOP/s, %% of the int8 peak (vpdpbusd, or AVX2's\n"
+      "        (q8_0, q4_k, q6_k on every ISA but generic): int8 GOP/s, %% of the int8 peak (vpdpbusd, or "
+      "AVX2's\n"
       "        vpmaddubsw). GB/s and GOP/s count\n");
   std::printf("        the stored (file) size and shape.\n");
   std::printf("%-8s %-11s | %6s %6s %5s | %6s %6s %5s | %6s %5s | %6s %5s\n", "type", "shape", "BW", "GEMV",

@@ -448,7 +448,8 @@ TEST_P(CpuOpsTest, MatMulBlockFormats) {
 
 // Weights PrepareWeight packs (q8_0, q4_k, q6_k on AVX2 and AVX-512: backends/cpu/packed.h) against the same
 // bounds as the integer GEMV, for every token count (decode and prefill run the same kernel): odd row
-// counts (a partial group of 16), several groups per thread, and token counts around the tiles (AVX-512 8 and 6, AVX2 4).
+// counts (a partial group of 16), several groups per thread, and token counts around the tiles (AVX-512 8 and
+// 6, AVX2 4).
 TEST_P(CpuOpsTest, MatMulPackedWeights) {
   const bool packs = GetParam() != Isa::kGeneric;
   for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
@@ -497,6 +498,42 @@ TEST_P(CpuOpsTest, MatMulQ6KPairedOrSingleGroups) {
     EXPECT_EQ(packs, CheckMatMul(*ops_, {DType::kQ6_K, 64, 130, 768, 1.0f}, rng_, true)) << "pairs " << on;
   }
   cpu::SetPairQ6KRowGroups(-1);
+}
+
+// The AVX-512 GEMM's later token tiles read a copy of each q4_k / q6_k row group its first tile expanded
+// (kernel_table.h, ExpandPackedGroups): the same sums in the same order, so the same bits as unpacking the
+// group again per tile. Token counts around the tile (8) and the thresholds (q6_k above 8, q4_k above 16),
+// odd row counts (a partial last group), K over one and several super-blocks and a block of several groups.
+TEST_P(CpuOpsTest, MatMulExpandedGroupsSameBits) {
+  const bool packs = GetParam() != Isa::kGeneric;
+  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+    for (int64_t k : {256, 2048}) {
+      for (int64_t tokens : {8, 9, 16, 17, 25, 64}) {
+        for (int64_t n : {16, 130}) {
+          SCOPED_TRACE(testing::Message()
+                       << DTypeName(t) << " k " << k << " tokens " << tokens << " rows " << n);
+          TestWeight tw = MakeWeight(t, n, k, rng_, 1.0f);
+          const Weight w = ops_->PrepareWeight(tw.w);
+          HostTensor x(tokens, k, 3, 1);
+          FillNormal(x, rng_, 1.0f, 0.3f);
+          HostTensor expanded(tokens, n), unpacked(tokens, n);
+          cpu::SetExpandPackedGroups(1);
+          ops_->MatMul(x.t, w, expanded.t);
+          cpu::SetExpandPackedGroups(0);
+          ops_->MatMul(x.t, w, unpacked.t);
+          cpu::SetExpandPackedGroups(-1);
+          ASSERT_EQ(
+              0, std::memcmp(expanded.storage.data(), unpacked.storage.data(), expanded.storage.size() * 4));
+        }
+      }
+    }
+  }
+  for (int on : {1, 0}) {
+    cpu::SetExpandPackedGroups(on);
+    for (DType t : {DType::kQ4_K, DType::kQ6_K})
+      EXPECT_EQ(packs, CheckMatMul(*ops_, {t, 40, 130, 1024, 1.0f}, rng_, true)) << DTypeName(t) << " " << on;
+  }
+  cpu::SetExpandPackedGroups(-1);
 }
 
 // MatMulGroup and MatMulSwiGlu quantise x once for products whose packed weights share an activation

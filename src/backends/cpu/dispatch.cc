@@ -109,6 +109,23 @@ bool PairQ6KRowGroups() {
   return pairs;
 }
 
+namespace {
+std::atomic<int> g_expand{-1};
+}  // namespace
+
+void SetExpandPackedGroups(int on) {
+  g_expand.store(on, std::memory_order_relaxed);
+}
+
+bool ExpandPackedGroups() {
+  if (const int set = g_expand.load(std::memory_order_relaxed); set >= 0) return set != 0;
+  static const bool on = [] {
+    const char* env = std::getenv("HYMT_CPU_EXPAND");
+    return env == nullptr || *env != '0';
+  }();
+  return on;
+}
+
 bool ParseIsa(std::string_view name, Isa* out) {
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
     if (name == IsaName(isa)) {

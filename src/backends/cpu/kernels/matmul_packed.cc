@@ -34,6 +34,7 @@
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
+#include <memory>
 #include <utility>
 
 #include "backends/cpu/kernels/packed_common.h"
@@ -153,8 +154,26 @@ void Q8_0GroupN(const uint8_t* g, size_t group_bytes, const Q8ActRow& x, int64_t
   }
 }
 
-template <int kT, bool kStream>
-void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
+// A group's weights expanded for the token tiles after its first (ExpandedQ4K, ExpandedQ6K): per super-block
+// what every tile would otherwise rebuild from the packed bytes with 512-bit ops, which on an Intel Xeon
+// share the two vpdpbusd ports (matmul_packed.cc's header). q4_k: the 8 sub-blocks' f32 scales d / 16 x
+// scale, the 4 min pairs (int16), dmin, then per sub-block 4 x (low nibbles x 16, high nibbles in place);
+// q6_k: per sub-block d x scale, then its 4 registers of 6-bit codes. 64-byte aligned records.
+constexpr size_t kQ4KExpQuants = 8 * 64 + 4 * 64 + 64;
+constexpr size_t kQ4KExpBlock = kQ4KExpQuants + 8 * 4 * 2 * 64;
+constexpr size_t kQ6KExpSub = 64 + 4 * 64;
+constexpr size_t kQ6KExpBlock = 16 * kQ6KExpSub;
+
+inline void Store512(uint8_t* p, __m512i v) {
+  _mm512_store_si512(p, v);
+}
+inline void Store512(uint8_t* p, __m512 v) {
+  _mm512_store_ps(p, v);
+}
+
+// kStore: also writes the expanded group to e (kQ4KExpBlock per super-block), for Q4KGroupExpanded.
+template <int kT, bool kStream, bool kStore = false>
+void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc, uint8_t* e = nullptr) {
   constexpr size_t kBlock = 64 + 192 + 2048;
   const __m512i nibble = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f),
                 bits45 = _mm512_set1_epi8(0x30);
@@ -180,9 +199,10 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
       PrefetchAhead<kStream>(q + 256 * j, 256);
       const __m512i sc = _mm512_shuffle_epi8(j < 4 ? sc03 : sc47, Load512(kScaleShuffles.byte[j % 4]));
       const __m512 fs = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(sc));
+      if constexpr (kStore) Store512(e + b * kQ4KExpBlock + 64 * j, fs);
       __m512i isum[kT];
       for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
-      if constexpr (kT == 1) {
+      if constexpr (kT == 1 && !kStore) {
         // One token: the low nibbles go unshifted into a second sum, joined as 16 x low + high at the
         // end (the same integer), which saves a shift a weight register where nothing amortises it.
         __m512i lo_sum = _mm512_setzero_si512();
@@ -198,6 +218,11 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
           const __m512i w = Load512(q + 64 * (4 * j + s));
           const __m512i lo16 = _mm512_andnot_si512(nibble, _mm512_slli_epi16(w, 4)),
                         hi16 = _mm512_andnot_si512(nibble, w);
+          if constexpr (kStore) {
+            uint8_t* eq = e + b * kQ4KExpBlock + kQ4KExpQuants + 128 * (4 * j + s);
+            Store512(eq, lo16);
+            Store512(eq + 64, hi16);
+          }
           for (int t = 0; t < kT; ++t) {
             const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
             isum[t] = DpbusdBcast(isum[t], lo16, xs);
@@ -211,10 +236,49 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
     for (int p = 0; p < 4; ++p)
       m_pair[p] = _mm512_shuffle_epi8(p < 2 ? m03 : m47, Load512(kScaleShuffles.pair[p % 2]));
     const __m512 dmin = LoadF16x16(blk + 32);
+    if constexpr (kStore) {
+      for (int p = 0; p < 4; ++p) Store512(e + b * kQ4KExpBlock + 512 + 64 * p, m_pair[p]);
+      Store512(e + b * kQ4KExpBlock + 768, dmin);
+    }
     for (int t = 0; t < kT; ++t) {
       __m512i mins = _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p)
         mins = _mm512_dpwssd_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+      f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
+      acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
+    }
+  }
+}
+
+// Q4KGroup<kT> for a group that Q4KGroup<.., kStore> expanded to e: the same sums in the same order, so the
+// same results bit for bit, without the per-tile unpacking of the nibbles and scales.
+template <int kT>
+void Q4KGroupExpanded(const uint8_t* e, const Q8KActRow* x, int64_t nb, __m512* acc) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* eb = e + b * kQ4KExpBlock;
+    __m512 f[kT];
+    for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      const __m512 fs = _mm512_load_ps(eb + 64 * j);
+      __m512i isum[kT];
+      for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
+      for (int s = 0; s < 4; ++s) {
+        const uint8_t* eq = eb + kQ4KExpQuants + 128 * (4 * j + s);
+        const __m512i lo16 = _mm512_load_si512(eq), hi16 = _mm512_load_si512(eq + 64);
+        for (int t = 0; t < kT; ++t) {
+          const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+          isum[t] = DpbusdBcast(isum[t], lo16, xs);
+          isum[t] = DpbusdBcast(isum[t], hi16, xs + 4);
+        }
+      }
+      for (int t = 0; t < kT; ++t) f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), fs, f[t]);
+    }
+    const __m512 dmin = _mm512_load_ps(eb + 768);
+    for (int t = 0; t < kT; ++t) {
+      __m512i mins = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p)
+        mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(eb + 512 + 64 * p),
+                                   Bcast32(x[t].bsum32 + 8 * b + 2 * p));
       f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
       acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
     }
@@ -240,8 +304,9 @@ inline __m512 Q6KSubScale(__m512 d, __m512i sc_pair, int e) {
   return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
 }
 
-template <int kT, bool kStream>
-void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
+// kStore: also writes the expanded group to ex (kQ6KExpBlock per super-block), for Q6KGroupExpanded.
+template <int kT, bool kStream, bool kStore = false>
+void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc, uint8_t* ex = nullptr) {
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
@@ -258,6 +323,11 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
         const int j = 2 * p + e;  // inputs 16 j .. 16 j + 15
         __m512i u[4];
         ExpandQ6KSubBlock(pairs + 416 * p + 32 + 192 * e, u);
+        if constexpr (kStore) {
+          uint8_t* es = ex + b * kQ6KExpBlock + kQ6KExpSub * j;
+          Store512(es, fs[e]);
+          for (int c = 0; c < 4; ++c) Store512(es + 64 * (c + 1), u[c]);
+        }
         for (int t = 0; t < kT; ++t) {
           // Starting at -32 x (sum of the sub-block's x) folds the codes' offset 32 into the sum.
           const int8_t* xs = x[t].blocks[b].qs + 16 * j;
@@ -265,6 +335,28 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc) {
           for (int c = 0; c < 4; ++c) isum = DpbusdBcast(isum, u[c], xs + 4 * c);
           f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs[e], f[t]);
         }
+      }
+    }
+    for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
+  }
+}
+
+// Q6KGroup<kT> for a group that Q6KGroup<.., kStore> expanded to e (the same results bit for bit).
+template <int kT>
+void Q6KGroupExpanded(const uint8_t* e, const Q8KActRow* x, int64_t nb, __m512* acc) {
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512 f[kT];
+    for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t* es = e + b * kQ6KExpBlock + kQ6KExpSub * j;
+      const __m512 fs = _mm512_load_ps(es);
+      __m512i u[4];
+      for (int c = 0; c < 4; ++c) u[c] = _mm512_load_si512(es + 64 * (c + 1));
+      for (int t = 0; t < kT; ++t) {
+        const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+        __m512i isum = _mm512_set1_epi32(x[t].off16[16 * b + j]);
+        for (int c = 0; c < 4; ++c) isum = DpbusdBcast(isum, u[c], xs + 4 * c);
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs, f[t]);
       }
     }
     for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
@@ -317,9 +409,11 @@ void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t
 
 // One group of 16 rows against tokens [t0, t0 + kT): out rows of those tokens, columns [n0, n0 + valid).
 // kStream: the group's first tile, which reads its weights from memory (the later tiles find them in cache).
+// e: where the group's expanded copy goes (written by its first tile, kStream) or is (later tiles), or null
+// (q4_k and q6_k only; ExpandedGroupBytes).
 template <int kT, bool kStream>
 void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t xq_row_bytes, int64_t t0,
-               int64_t n0, __mmask16 valid) {
+               int64_t n0, __mmask16 valid, uint8_t* e) {
   __m512 acc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
   if (a.w_dtype == DType::kQ8_0) {
@@ -329,10 +423,23 @@ void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t 
   } else {
     Q8KActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    const int64_t nb = a.k / 256;
     if (a.w_dtype == DType::kQ4_K) {
-      Q4KGroup<kT, kStream>(g, x, a.k / 256, acc);
+      if (e == nullptr) {
+        Q4KGroup<kT, kStream>(g, x, nb, acc);
+      } else if constexpr (kStream) {
+        Q4KGroup<kT, true, true>(g, x, nb, acc, e);
+      } else {
+        Q4KGroupExpanded<kT>(e, x, nb, acc);
+      }
     } else {
-      Q6KGroup<kT, kStream>(g, x, a.k / 256, acc);
+      if (e == nullptr) {
+        Q6KGroup<kT, kStream>(g, x, nb, acc);
+      } else if constexpr (kStream) {
+        Q6KGroup<kT, true, true>(g, x, nb, acc, e);
+      } else {
+        Q6KGroupExpanded<kT>(e, x, nb, acc);
+      }
     }
   }
   const __m512 scale = _mm512_set1_ps(a.scale);
@@ -383,13 +490,40 @@ PairTileFn PickPairTile(int tile, bool stream, std::integer_sequence<int, kTs...
 }
 
 using GroupTileFn = void (*)(const MatMulArgs&, const uint8_t*, const uint8_t*, size_t, int64_t, int64_t,
-                             __mmask16);
+                             __mmask16, uint8_t*);
 // GroupTile for 1..kTokenTile tokens. A plain array, not std::array (see simd.h).
 template <int... kTs>
 GroupTileFn PickGroupTile(int tile, bool stream, std::integer_sequence<int, kTs...>) {
   static constexpr GroupTileFn kTiles[] = {&GroupTile<kTs + 1, false>...};
   static constexpr GroupTileFn kStreamTiles[] = {&GroupTile<kTs + 1, true>...};
   return (stream ? kStreamTiles : kTiles)[tile - 1];
+}
+
+// Expanded groups pay for the first tile's stores when enough later tiles read them. Kernel lab, Intel Xeon
+// (`build/bench/kernels --ab-expand 60 --types q4_k,q6_k --tokens T`, the paired ratios at the 7B and 1.8B
+// shapes): q4_k 0.93-1.01x at 9 tokens, 0.95-1.02x at 16, 1.02-1.06x at 24, 1.08-1.10x at 64; q6_k
+// (unpacking its 6-bit codes costs more) 1.02-1.05x at 9, 1.05-1.10x at 16, 1.16-1.18x at 64.
+int64_t ExpandMinTokens(DType t) {
+  return t == DType::kQ4_K ? 2 * kTokenTile : kTokenTile;
+}
+
+// Bytes of one group's expanded copy at K inputs (0: the type has none).
+size_t ExpandedGroupBytes(DType t, int64_t k) {
+  if (t == DType::kQ4_K) return static_cast<size_t>(k / 256) * kQ4KExpBlock;
+  if (t == DType::kQ6_K) return static_cast<size_t>(k / 256) * kQ6KExpBlock;
+  return 0;
+}
+
+// This thread's scratch for expanded groups, 64-byte aligned, at least `bytes` (kept for the thread's life:
+// a block's worth, ~0.6 MiB at most).
+uint8_t* ExpandScratch(size_t bytes) {
+  thread_local std::unique_ptr<uint8_t[]> buf;
+  thread_local size_t size = 0;
+  if (size < bytes + 64) {
+    size = bytes + 64;
+    buf.reset(new uint8_t[size]);
+  }
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t{63});
 }
 
 }  // namespace
@@ -423,6 +557,12 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
       }
     }
   }
+  // Several token tiles: the first expands each q4_k / q6_k group for the others (ExpandedGroupBytes).
+  const size_t exp_bytes = a.n_tokens > ExpandMinTokens(a.w_dtype) && ExpandPackedGroups()
+                               ? ExpandedGroupBytes(a.w_dtype, a.k)
+                               : 0;
+  uint8_t* exp =
+      exp_bytes > 0 ? ExpandScratch(static_cast<size_t>(block_rows / kPackRows) * exp_bytes) : nullptr;
   for (int64_t b0 = n_pairs_end; b0 < n_end; b0 += block_rows) {
     const int64_t b1 = Min(b0 + block_rows, n_end);
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
@@ -431,7 +571,8 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
       for (int64_t n0 = b0; n0 < b1; n0 += kPackRows) {
         const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
         const __mmask16 valid = static_cast<__mmask16>((1u << Min<int64_t>(kPackRows, n_end - n0)) - 1);
-        fn(a, g, x, xq_row_bytes, t0, n0, valid);
+        fn(a, g, x, xq_row_bytes, t0, n0, valid,
+           exp != nullptr ? exp + static_cast<size_t>((n0 - b0) / kPackRows) * exp_bytes : nullptr);
       }
     }
   }
