@@ -34,7 +34,6 @@
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx512)
-#include <memory>
 #include <utility>
 
 #include "backends/cpu/kernels/packed_common.h"
@@ -515,15 +514,22 @@ size_t ExpandedGroupBytes(DType t, int64_t k) {
 }
 
 // This thread's scratch for expanded groups, 64-byte aligned, at least `bytes` (kept for the thread's life:
-// a block's worth, ~0.6 MiB at most).
+// a block's worth, ~0.6 MiB at most). Its own type, not a std::unique_ptr: this file is built with AVX-512
+// flags, and must define no symbol outside its namespace (a shared template instance could be picked for
+// code that runs on any CPU).
+struct ExpandBuffer {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  ~ExpandBuffer() { delete[] data; }
+};
 uint8_t* ExpandScratch(size_t bytes) {
-  thread_local std::unique_ptr<uint8_t[]> buf;
-  thread_local size_t size = 0;
-  if (size < bytes + 64) {
-    size = bytes + 64;
-    buf.reset(new uint8_t[size]);
+  thread_local ExpandBuffer buf;
+  if (buf.size < bytes + 64) {
+    delete[] buf.data;
+    buf.size = bytes + 64;
+    buf.data = new uint8_t[buf.size];
   }
-  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t{63});
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data) + 63) & ~uintptr_t{63});
 }
 
 }  // namespace
