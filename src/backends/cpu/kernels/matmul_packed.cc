@@ -17,7 +17,10 @@
 // Integer sums are exact (|q4_k sub-block sum| <= 16 * 32 * 15 * 127, q6_k 16 * 63 * 127 + 32 * 16 * 127);
 // the f32 work is a few roundings per sub-block, within the bound the tests derive for the integer paths.
 // Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's weights
-// (16 rows, at most a few hundred KiB) are walked again per tile from cache.
+// (16 rows, at most a few hundred KiB) are walked again per tile from cache. For q4_k and q6_k the first tile
+// also stores what it expanded (kQ4KExpBlock / kQ6KExpBlock below: codes as bytes, scales as floats), and the
+// later tiles read that copy instead of unpacking again: in the kernel lab the 64-token GEMMs ran 1.07-1.18x
+// (q4_k) and 1.17-1.23x (q6_k) as fast on an Intel Xeon (docs/BENCHMARKS.md, "Expanded row groups").
 // What bounds the prefill: on Zen 4, f32 multiplies and FMAs (like vpmulld, vpmaddwd and vpdpwssd) issue
 // on the same two pipes as vpdpbusd, one 512-bit instruction a cycle between them, while integer logic,
 // shifts, shuffles, conversions and loads issue beside them. Per token the f32 work is 2 slots per 8
@@ -153,13 +156,13 @@ void Q8_0GroupN(const uint8_t* g, size_t group_bytes, const Q8ActRow& x, int64_t
   }
 }
 
-// A group's weights expanded for the token tiles after its first (ExpandedQ4K, ExpandedQ6K): per super-block
+// A group's weights expanded for the token tiles after its first: per super-block
 // what every tile would otherwise rebuild from the packed bytes with 512-bit ops, which on an Intel Xeon
-// share the two vpdpbusd ports (matmul_packed.cc's header). q4_k: the 8 sub-blocks' f32 scales d / 16 x
+// share the two vpdpbusd ports (the file comment). q4_k: the 8 sub-blocks' f32 scales d / 16 x
 // scale, the 4 min pairs (int16), dmin, then per sub-block 4 x (low nibbles x 16, high nibbles in place);
 // q6_k: per sub-block d x scale, then its 4 registers of 6-bit codes. 64-byte aligned records.
-constexpr size_t kQ4KExpQuants = 8 * 64 + 4 * 64 + 64;
-constexpr size_t kQ4KExpBlock = kQ4KExpQuants + 8 * 4 * 2 * 64;
+constexpr size_t kQ4KExpHeader = 8 * 64 + 4 * 64 + 64;
+constexpr size_t kQ4KExpBlock = kQ4KExpHeader + 8 * 4 * 2 * 64;
 constexpr size_t kQ6KExpSub = 64 + 4 * 64;
 constexpr size_t kQ6KExpBlock = 16 * kQ6KExpSub;
 
@@ -218,7 +221,7 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc, uin
           const __m512i lo16 = _mm512_andnot_si512(nibble, _mm512_slli_epi16(w, 4)),
                         hi16 = _mm512_andnot_si512(nibble, w);
           if constexpr (kStore) {
-            uint8_t* eq = e + b * kQ4KExpBlock + kQ4KExpQuants + 128 * (4 * j + s);
+            uint8_t* eq = e + b * kQ4KExpBlock + kQ4KExpHeader + 128 * (4 * j + s);
             Store512(eq, lo16);
             Store512(eq + 64, hi16);
           }
@@ -262,7 +265,7 @@ void Q4KGroupExpanded(const uint8_t* e, const Q8KActRow* x, int64_t nb, __m512* 
       __m512i isum[kT];
       for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
       for (int s = 0; s < 4; ++s) {
-        const uint8_t* eq = eb + kQ4KExpQuants + 128 * (4 * j + s);
+        const uint8_t* eq = eb + kQ4KExpHeader + 128 * (4 * j + s);
         const __m512i lo16 = _mm512_load_si512(eq), hi16 = _mm512_load_si512(eq + 64);
         for (int t = 0; t < kT; ++t) {
           const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
