@@ -79,6 +79,7 @@ int RunPlan(int argc, char** argv) {
   // A GPU in this machine: the predictions take its memory system (the budget may be a what-if).
   if (device != "cpu" && CudaDeviceCount() > 0) in.speeds = GpuSpeedsForDevice(in.speeds, CudaPeakMemoryBandwidth(0));
 #endif
+  SetCpuScratch(in);
   in.cpu_available = HostMemoryAvailable();
   if (args.Has("cpu-mem")) in.cpu_budget = args.GetBytes("cpu-mem");
   in.max_seqs = static_cast<int>(args.GetInt("max-seqs"));

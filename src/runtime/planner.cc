@@ -233,7 +233,8 @@ class Planner {
       if (l.head_on_gpu) p.gpu_scratch_bytes += DTypeBytes(gpu_act, vocab * l.max_seqs);
     }
     if (cpu_computes) {
-      p.cpu_scratch_bytes += Activations::Bytes(c_, l.step_tokens, DType::kF32);
+      p.cpu_scratch_bytes += Activations::Bytes(c_, l.step_tokens, DType::kF32) + in_.cpu_scratch_fixed +
+                             static_cast<uint64_t>(l.step_tokens) * in_.cpu_scratch_per_token;
       if (!l.head_on_gpu) p.cpu_scratch_bytes += DTypeBytes(DType::kF32, vocab * l.max_seqs);
     }
     p.cpu_scratch_bytes +=

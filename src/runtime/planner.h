@@ -143,6 +143,10 @@ struct PlanInput {
   // Reserved for the decode steps' CUDA graphs on plans with everything on the GPU (the only ones the
   // engine replays graphs for); 0 when graphs are off.
   uint64_t gpu_graph_bytes = kGpuGraphBytes;
+  // The CPU backend's own buffers where it computes (cpu::CpuOpsScratchBytes, with its threads): a fixed
+  // part and a part per token of a step.
+  uint64_t cpu_scratch_fixed = 0;
+  uint64_t cpu_scratch_per_token = 0;
   uint64_t cpu_available = 0;        // host memory available (0: unknown, no host limit)
   uint64_t cpu_budget = 0;           // user budget (0: available minus kCpuMargin)
   std::string device = "auto";       // auto | cpu | gpu (gpu: fail rather than fall back to the CPU)
@@ -175,7 +179,7 @@ struct Plan {
   uint64_t cpu_budget = 0;
   // GPU: weights (resident layers, embedding, head), the ring, KV, activations + logits, context +
   // backend scratch. CPU: weights it computes with, the pinned copies streamed layers come from, KV,
-  // activations + logits.
+  // activations + logits + the CPU backend's scratch.
   uint64_t gpu_weight_bytes = 0, gpu_ring_bytes = 0, gpu_kv_bytes = 0, gpu_scratch_bytes = 0,
            gpu_fixed_bytes = 0;
   uint64_t cpu_weight_bytes = 0, cpu_pinned_bytes = 0, cpu_kv_bytes = 0, cpu_scratch_bytes = 0;

@@ -1,5 +1,6 @@
 #include "runtime/session.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -18,6 +19,14 @@
 #endif
 
 namespace hymt {
+
+void SetCpuScratch(PlanInput& in) {
+  const ModelConfig& c = in.config;
+  const cpu::CpuScratch scratch =
+      cpu::CpuOpsScratchBytes(std::max({int64_t{c.hidden}, int64_t{c.ffn}, int64_t{c.q_dim()}}), c.head_dim);
+  in.cpu_scratch_fixed = scratch.per_thread * static_cast<uint64_t>(DefaultThreadPool().size());
+  in.cpu_scratch_per_token = scratch.per_token;
+}
 
 uint64_t HostMemoryAvailable() {
   std::ifstream in("/proc/meminfo");
@@ -117,6 +126,7 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
   in.ring_depth = o.ring_depth;
   in.max_seqs = o.max_seqs;
   in.max_context = o.max_context;
+  SetCpuScratch(in);
   in.cpu_available = HostMemoryAvailable();
   in.cpu_budget = o.cpu_mem;
   in.gpu_budget = o.gpu_mem;

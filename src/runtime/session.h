@@ -35,6 +35,8 @@ struct SessionOptions {
 
 // MemAvailable from /proc/meminfo (bytes); 0 when unknown.
 uint64_t HostMemoryAvailable();
+// Sets in.cpu_scratch_fixed and cpu_scratch_per_token for in.config, with DefaultThreadPool()'s threads.
+void SetCpuScratch(PlanInput& in);
 
 class Session {
  public:

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/cpu/dispatch.h"  // the kernel tables (kGemvMaxTokens, the activation encoders)
+#include "backends/cpu/packed.h"
 #include "core/half.h"
 #include "core/status.h"
 #include "core/strings.h"
@@ -1000,6 +1001,31 @@ TEST(CpuOpsTestOracle, ActivationsMatchQuantizeRow) {
 // the linker with the other ISAs' copies, and the AVX-512 one could end up called on any CPU; a static
 // initializer would run AVX code at start-up. So each ISA object may define symbols in its own namespace
 // hymt::cpu::<isa> only, and no initialisers (checked with nm; skipped where the objects or nm are absent).
+// The planner counts cpu::CpuOpsScratchBytes for the CPU backend's buffers: every ISA's quantised
+// activation row fits its per-token bound, and the per-thread bound holds the expanded groups of either
+// format at every width up to k_max (MatMulPacked allocates ExpandScratchBytes).
+TEST(CpuIsaObjects, ScratchBoundsHoldTheirBuffers) {
+  for (int64_t k : {256, 2048, 4096, 6144, 14336}) {
+    const cpu::CpuScratch bound = cpu::CpuOpsScratchBytes(k, 128);
+    for (Isa isa : AllIsas()) {
+      if (!cpu::IsaSupported(isa)) continue;
+      const cpu::KernelTable& kt = cpu::GetKernels(isa);
+      for (DType w : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
+        EXPECT_LE(kt.quant_act_row_bytes(w, k) + 128 * sizeof(float), bound.per_token)
+            << cpu::IsaName(isa) << " " << DTypeName(w) << " k " << k;
+    }
+    for (DType w : {DType::kQ4_K, DType::kQ6_K}) {
+      for (int64_t kk = 256; kk <= k; kk += 256) {
+        const size_t group = cpu::PackedGroupBytes(w, kk);
+        const size_t groups = group >= cpu::kPackedBlockBytes ? 1 : cpu::kPackedBlockBytes / group;
+        ASSERT_GE(cpu::ExpandScratchBytes(w, kk), groups * cpu::ExpandedGroupBytes(w, kk) + 64);
+        ASSERT_LE(cpu::kGemmScratchBytes + cpu::ExpandScratchBytes(w, kk), bound.per_thread)
+            << DTypeName(w) << " k " << kk << " under k_max " << k;
+      }
+    }
+  }
+}
+
 TEST(CpuIsaObjects, DefineOnlyTheirOwnNamespace) {
   namespace fs = std::filesystem;
   int checked = 0;

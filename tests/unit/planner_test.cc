@@ -387,6 +387,26 @@ TEST(Planner, AHostTooSmallForStreamingRaisesTheGpuBudget) {
   EXPECT_NE(FailureOf(in).find("host budget"), std::string::npos);
 }
 
+// The CPU backend's own buffers (cpu::CpuOpsScratchBytes) count where the CPU computes: a fixed part and a
+// part per token of a step. A CPU plan grows by exactly that; a plan with everything on the GPU does not.
+TEST(Planner, CountsTheCpuBackendsScratchWhereTheCpuComputes) {
+  for (double gpu_gib : {0.0, 24.0}) {
+    SCOPED_TRACE(testing::Message() << "GPU " << gpu_gib << " GiB");
+    PlanInput in = Input("hunyuan-7b", "q4_k_m", gpu_gib, 32);
+    const Plan without = PlanFor(in);
+    in.cpu_scratch_fixed = 3 * kMiB;
+    in.cpu_scratch_per_token = 21 * 1024;
+    const Plan with = PlanFor(in);
+    ASSERT_EQ(with.mode, without.mode);
+    ASSERT_EQ(with.max_step_tokens, without.max_step_tokens);
+    const uint64_t expected =
+        with.mode == "cpu" ? 3 * kMiB + static_cast<uint64_t>(with.max_step_tokens) * 21 * 1024 : 0;
+    EXPECT_EQ(with.cpu_scratch_bytes - without.cpu_scratch_bytes, expected) << with.mode;
+    if (gpu_gib == 0) EXPECT_EQ(with.mode, "cpu");
+    if (gpu_gib > 0) EXPECT_EQ(with.mode, "resident");
+  }
+}
+
 TEST(Planner, TableNamesEveryPart) {
   const PlanInput in = Input("hunyuan-7b", "bf16", 2);
   const std::string t = PlanFor(in).Table(in.config);

@@ -2,6 +2,7 @@
 // DefaultThreadPool(), with kernels compiled for several instruction sets and chosen at run time.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -24,6 +25,19 @@ bool IsaSupported(Isa isa);
 // The ISA CreateCpuOps() uses: $HYMT_CPU_ISA when set (an error if the CPU lacks it), else the best
 // one this CPU supports.
 Isa DefaultIsa();
+
+// Host memory the CPU backend holds besides the weights, the KV cache and the engine's activations, at
+// most, for a model whose widest matmul input is k_max and whose heads are head_dim wide. Each buffer grows
+// to what the largest step needs and is then kept, so the planner counts these bounds:
+//   per_token: a step's activation rows quantised for the integer kernels (at most 1.5 k_max + 64 bytes a
+//     row) and its RoPE tables (cos and sin, head_dim floats a row);
+//   per_thread: the float GEMM's panels (kGemmScratchBytes), the packed GEMM's expanded row groups
+//     (ExpandScratchBound, packed.h) and 64 KiB for the attention state and the norm weights in f32.
+struct CpuScratch {
+  uint64_t per_token = 0;
+  uint64_t per_thread = 0;
+};
+CpuScratch CpuOpsScratchBytes(int64_t k_max, int64_t head_dim);
 
 }  // namespace cpu
 

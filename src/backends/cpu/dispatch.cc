@@ -4,11 +4,14 @@
 
 #include <cpuid.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/packed.h"
 #include "core/status.h"
 
 namespace hymt::cpu {
@@ -124,6 +127,14 @@ bool ExpandPackedGroups() {
     return env == nullptr || *env != '0';
   }();
   return on;
+}
+
+CpuScratch CpuOpsScratchBytes(int64_t k_max, int64_t head_dim) {
+  CpuScratch s;
+  s.per_token = static_cast<uint64_t>(k_max) * 3 / 2 + 64 + static_cast<uint64_t>(head_dim) * sizeof(float);
+  s.per_thread = kGemmScratchBytes + (size_t{64} << 10) +
+                 std::max(ExpandScratchBound(DType::kQ4_K, k_max), ExpandScratchBound(DType::kQ6_K, k_max));
+  return s;
 }
 
 bool ParseIsa(std::string_view name, Isa* out) {

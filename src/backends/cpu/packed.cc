@@ -1,6 +1,7 @@
 // The packer of packed.h: scalar, run once per weight at load (PrepareWeight splits it over threads).
 #include "backends/cpu/packed.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "quant/blocks.h"
@@ -148,6 +149,29 @@ bool HasPackedLayout(DType t) {
 
 size_t PackedGroupBytes(DType t, int64_t k) {
   return PackedBlockBytes(t) * static_cast<size_t>(k / GetDTypeInfo(t).block_size);
+}
+
+size_t ExpandedGroupBytes(DType t, int64_t k) {
+  const size_t blocks = static_cast<size_t>(k / kQKK);
+  if (t == DType::kQ4_K) return blocks * kExpandedQ4KBlockBytes;
+  if (t == DType::kQ6_K) return blocks * kExpandedQ6KBlockBytes;
+  return 0;
+}
+
+size_t ExpandScratchBytes(DType t, int64_t k) {
+  const size_t expanded = ExpandedGroupBytes(t, k);
+  if (expanded == 0) return 0;
+  const size_t group = PackedGroupBytes(t, k);
+  const size_t groups = group >= kPackedBlockBytes ? 1 : kPackedBlockBytes / group;
+  return groups * expanded + 64;
+}
+
+size_t ExpandScratchBound(DType t, int64_t k_max) {
+  const size_t per_block = ExpandedGroupBytes(t, kQKK);
+  if (per_block == 0) return 0;
+  const size_t packed = std::max(kPackedBlockBytes, PackedGroupBytes(t, k_max));
+  const size_t block = PackedBlockBytes(t);  // one super-block of a group (16 rows), packed
+  return (packed + block - 1) / block * per_block + 64;
 }
 
 size_t PackedBytes(DType t, int64_t rows, int64_t k) {

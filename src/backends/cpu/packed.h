@@ -44,6 +44,20 @@ bool HasPackedLayout(DType t);
 size_t PackedGroupBytes(DType t, int64_t k);
 // Bytes of a packed [rows, k] weight (rows rounded up to whole groups).
 size_t PackedBytes(DType t, int64_t rows, int64_t k);
+// The packed GEMM's block of row groups (kernels/packed_common.h, PackedBlockGroups): as many groups as fit
+// in this many bytes, or one group when a group is larger.
+constexpr size_t kPackedBlockBytes = size_t{256} << 10;
+// The AVX-512 GEMM's expanded copy of a q4_k / q6_k row group (kernels/matmul_packed.cc), per 256 inputs.
+constexpr size_t kExpandedQ4KBlockBytes = 4928;
+constexpr size_t kExpandedQ6KBlockBytes = 5120;
+// Bytes of one group's expanded copy at k inputs (0: t has none).
+size_t ExpandedGroupBytes(DType t, int64_t k);
+// Bytes of one thread's scratch for the expanded copies of a block of groups at k inputs, alignment
+// included (0: t has none). MatMulPacked allocates exactly this.
+size_t ExpandScratchBytes(DType t, int64_t k);
+// The most ExpandScratchBytes(t, k) can be for any k up to k_max (a block of groups holds at most
+// max(kPackedBlockBytes, one group) packed bytes; smaller k can round to more of them than k_max does).
+size_t ExpandScratchBound(DType t, int64_t k_max);
 // Writes groups [g_begin, g_end) of the weight `src` ([rows, k] in t's stored layout, rows row_bytes
 // apart) into `dst` (the whole packed weight).
 void PackGroups(DType t, const uint8_t* src, size_t row_bytes, int64_t rows, int64_t k, int64_t g_begin,

@@ -165,6 +165,8 @@ constexpr size_t kQ4KExpHeader = 8 * 64 + 4 * 64 + 64;
 constexpr size_t kQ4KExpBlock = kQ4KExpHeader + 8 * 4 * 2 * 64;
 constexpr size_t kQ6KExpSub = 64 + 4 * 64;
 constexpr size_t kQ6KExpBlock = 16 * kQ6KExpSub;
+static_assert(kQ4KExpBlock == kExpandedQ4KBlockBytes && kQ6KExpBlock == kExpandedQ6KBlockBytes,
+              "packed.h sizes the scratch (ExpandScratchBytes)");
 
 inline void Store512(uint8_t* p, __m512i v) {
   _mm512_store_si512(p, v);
@@ -509,17 +511,10 @@ int64_t ExpandMinTokens(DType t) {
   return t == DType::kQ4_K ? 2 * kTokenTile : kTokenTile;
 }
 
-// Bytes of one group's expanded copy at K inputs (0: the type has none).
-size_t ExpandedGroupBytes(DType t, int64_t k) {
-  if (t == DType::kQ4_K) return static_cast<size_t>(k / 256) * kQ4KExpBlock;
-  if (t == DType::kQ6_K) return static_cast<size_t>(k / 256) * kQ6KExpBlock;
-  return 0;
-}
-
-// This thread's scratch for expanded groups, 64-byte aligned, at least `bytes` (kept for the thread's life:
-// a block's worth, ~0.6 MiB at most). Its own type, not a std::unique_ptr: this file is built with AVX-512
-// flags, and must define no symbol outside its namespace (a shared template instance could be picked for
-// code that runs on any CPU).
+// This thread's scratch for expanded groups (`bytes` from ExpandScratchBytes, which includes the alignment),
+// 64-byte aligned, kept for the thread's life: a block's worth, ~0.6 MiB at the 7B's widths. Its own type,
+// not a std::unique_ptr: this file is built with AVX-512 flags, and must define no symbol outside its
+// namespace (a shared template instance could be picked for code that runs on any CPU).
 struct ExpandBuffer {
   uint8_t* data = nullptr;
   size_t size = 0;
@@ -527,9 +522,9 @@ struct ExpandBuffer {
 };
 uint8_t* ExpandScratch(size_t bytes) {
   thread_local ExpandBuffer buf;
-  if (buf.size < bytes + 64) {
+  if (buf.size < bytes) {
     delete[] buf.data;
-    buf.size = bytes + 64;
+    buf.size = bytes;
     buf.data = new uint8_t[buf.size];
   }
   return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data) + 63) & ~uintptr_t{63});
@@ -570,8 +565,7 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
   const size_t exp_bytes = a.n_tokens > ExpandMinTokens(a.w_dtype) && ExpandPackedGroups()
                                ? ExpandedGroupBytes(a.w_dtype, a.k)
                                : 0;
-  uint8_t* exp =
-      exp_bytes > 0 ? ExpandScratch(static_cast<size_t>(block_rows / kPackRows) * exp_bytes) : nullptr;
+  uint8_t* exp = exp_bytes > 0 ? ExpandScratch(ExpandScratchBytes(a.w_dtype, a.k)) : nullptr;
   for (int64_t b0 = n_pairs_end; b0 < n_end; b0 += block_rows) {
     const int64_t b1 = Min(b0 + block_rows, n_end);
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {

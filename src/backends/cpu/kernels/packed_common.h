@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/packed.h"
 
 namespace hymt::cpu::HYMT_ISA {
 namespace {
@@ -26,10 +27,9 @@ inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
 
 // Groups a block of the prefill loop covers (one with a single token tile). The loop runs every token
 // tile over a block of groups before the next block, instead of every tile over one group: a block's
-// weights (kPackedBlockBytes at most, in L2) are read from memory once, and each tile's activation rows,
-// which at 512 tokens of a 14336-wide row are 8 MiB (far beyond L2), once per block instead of once per
+// weights (kPackedBlockBytes at most, packed.h; in L2) are read from memory once, and each tile's activation
+// rows, which at 512 tokens of a 14336-wide row are 8 MiB (far beyond L2), once per block instead of once per
 // group. Results are unchanged: each (group, tile) product is computed as before.
-constexpr size_t kPackedBlockBytes = size_t{256} << 10;
 inline int64_t PackedBlockGroups(const MatMulArgs& a, size_t group_bytes, int token_tile) {
   if (a.n_tokens <= token_tile) return 1;
   return static_cast<int64_t>(group_bytes >= kPackedBlockBytes ? 1 : kPackedBlockBytes / group_bytes);
