@@ -402,8 +402,7 @@ TEST(Planner, CountsTheCpuBackendsScratchWhereTheCpuComputes) {
     const uint64_t expected =
         with.mode == "cpu" ? 3 * kMiB + static_cast<uint64_t>(with.max_step_tokens) * 21 * 1024 : 0;
     EXPECT_EQ(with.cpu_scratch_bytes - without.cpu_scratch_bytes, expected) << with.mode;
-    if (gpu_gib == 0) EXPECT_EQ(with.mode, "cpu");
-    if (gpu_gib > 0) EXPECT_EQ(with.mode, "resident");
+    EXPECT_EQ(with.mode, gpu_gib == 0 ? "cpu" : "resident");
   }
 }
 
