@@ -19,7 +19,7 @@
 // Several tokens (up to kTokenTile) share each expanded weight register; with more tokens the group's weights
 // (16 rows, at most a few hundred KiB) are walked again per tile from cache. For q4_k and q6_k the first tile
 // also stores what it expanded (kQ4KExpBlock / kQ6KExpBlock below: codes as bytes, scales as floats), and the
-// later tiles read that copy instead of unpacking again: in the kernel lab the 64-token GEMMs ran 1.07-1.18x
+// later tiles read that copy instead of unpacking again: in the kernel lab the 64-token GEMMs ran 1.06-1.13x
 // (q4_k) and 1.17-1.23x (q6_k) as fast on an Intel Xeon (docs/BENCHMARKS.md, "Expanded row groups").
 // What bounds the prefill: on Zen 4, f32 multiplies and FMAs (like vpmulld, vpmaddwd and vpdpwssd) issue
 // on the same two pipes as vpdpbusd, one 512-bit instruction a cycle between them, while integer logic,
@@ -175,6 +175,30 @@ inline void Store512(uint8_t* p, __m512 v) {
   _mm512_store_ps(p, v);
 }
 
+// One 4-input step s of q4_k sub-block j for tokens t < kT: isum[t] += the low nibbles (x 16) times inputs
+// 8 s .. 8 s + 3 and the high nibbles (in place) times 8 s + 4 .. 8 s + 7.
+template <int kT>
+inline void Q4KStep(__m512i lo16, __m512i hi16, const Q8KActRow* x, int64_t b, int j, int s, __m512i* isum) {
+  for (int t = 0; t < kT; ++t) {
+    const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+    isum[t] = DpbusdBcast(isum[t], lo16, xs);
+    isum[t] = DpbusdBcast(isum[t], hi16, xs + 4);
+  }
+}
+// The end of q4_k super-block b for tokens t < kT: f[t] less the mins (dmin x sum_p m_pair[p] . the pair
+// sums of x), times d_x, into acc[t].
+template <int kT>
+inline void Q4KFinish(const __m512i* m_pair, __m512 dmin, const Q8KActRow* x, int64_t b, __m512* f,
+                      __m512* acc) {
+  for (int t = 0; t < kT; ++t) {
+    __m512i mins = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p)
+      mins = _mm512_dpwssd_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+    f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
+    acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
+  }
+}
+
 // kStore: also writes the expanded group to e (kQ4KExpBlock per super-block), for Q4KGroupExpanded.
 template <int kT, bool kStream, bool kStore = false>
 void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc, uint8_t* e = nullptr) {
@@ -227,11 +251,7 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc, uin
             Store512(eq, lo16);
             Store512(eq + 64, hi16);
           }
-          for (int t = 0; t < kT; ++t) {
-            const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
-            isum[t] = DpbusdBcast(isum[t], lo16, xs);
-            isum[t] = DpbusdBcast(isum[t], hi16, xs + 4);
-          }
+          Q4KStep<kT>(lo16, hi16, x, b, j, s, isum);
         }
       }
       for (int t = 0; t < kT; ++t) f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), fs, f[t]);
@@ -244,13 +264,7 @@ void Q4KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc, uin
       for (int p = 0; p < 4; ++p) Store512(e + b * kQ4KExpBlock + 512 + 64 * p, m_pair[p]);
       Store512(e + b * kQ4KExpBlock + 768, dmin);
     }
-    for (int t = 0; t < kT; ++t) {
-      __m512i mins = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p)
-        mins = _mm512_dpwssd_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
-      f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
-      acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
-    }
+    Q4KFinish<kT>(m_pair, dmin, x, b, f, acc);
   }
 }
 
@@ -268,24 +282,13 @@ void Q4KGroupExpanded(const uint8_t* e, const Q8KActRow* x, int64_t nb, __m512* 
       for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
       for (int s = 0; s < 4; ++s) {
         const uint8_t* eq = eb + kQ4KExpHeader + 128 * (4 * j + s);
-        const __m512i lo16 = _mm512_load_si512(eq), hi16 = _mm512_load_si512(eq + 64);
-        for (int t = 0; t < kT; ++t) {
-          const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
-          isum[t] = DpbusdBcast(isum[t], lo16, xs);
-          isum[t] = DpbusdBcast(isum[t], hi16, xs + 4);
-        }
+        Q4KStep<kT>(_mm512_load_si512(eq), _mm512_load_si512(eq + 64), x, b, j, s, isum);
       }
       for (int t = 0; t < kT; ++t) f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), fs, f[t]);
     }
-    const __m512 dmin = _mm512_load_ps(eb + 768);
-    for (int t = 0; t < kT; ++t) {
-      __m512i mins = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p)
-        mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(eb + 512 + 64 * p),
-                                   Bcast32(x[t].bsum32 + 8 * b + 2 * p));
-      f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, f[t]);
-      acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
-    }
+    __m512i m_pair[4];
+    for (int p = 0; p < 4; ++p) m_pair[p] = _mm512_load_si512(eb + 512 + 64 * p);
+    Q4KFinish<kT>(m_pair, _mm512_load_ps(eb + 768), x, b, f, acc);
   }
 }
 
@@ -306,6 +309,18 @@ inline __m512 Q6KSubScale(__m512 d, __m512i sc_pair, int e) {
   const __m512i sc =
       e == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(sc_pair, 16), 16) : _mm512_srai_epi32(sc_pair, 16);
   return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+}
+
+// q6_k sub-block j (its codes u, its scale fs = d x scale) for tokens t < kT, into f[t]. Each sum starts at
+// -32 x (sum of the sub-block's x), which folds the codes' offset 32 into it.
+template <int kT>
+inline void Q6KSubBlock(const __m512i* u, __m512 fs, const Q8KActRow* x, int64_t b, int j, __m512* f) {
+  for (int t = 0; t < kT; ++t) {
+    const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+    __m512i isum = _mm512_set1_epi32(x[t].off16[16 * b + j]);
+    for (int c = 0; c < 4; ++c) isum = DpbusdBcast(isum, u[c], xs + 4 * c);
+    f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs, f[t]);
+  }
 }
 
 // kStore: also writes the expanded group to ex (kQ6KExpBlock per super-block), for Q6KGroupExpanded.
@@ -332,13 +347,7 @@ void Q6KGroup(const uint8_t* g, const Q8KActRow* x, int64_t nb, __m512* acc, uin
           Store512(es, fs[e]);
           for (int c = 0; c < 4; ++c) Store512(es + 64 * (c + 1), u[c]);
         }
-        for (int t = 0; t < kT; ++t) {
-          // Starting at -32 x (sum of the sub-block's x) folds the codes' offset 32 into the sum.
-          const int8_t* xs = x[t].blocks[b].qs + 16 * j;
-          __m512i isum = _mm512_set1_epi32(x[t].off16[16 * b + j]);
-          for (int c = 0; c < 4; ++c) isum = DpbusdBcast(isum, u[c], xs + 4 * c);
-          f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs[e], f[t]);
-        }
+        Q6KSubBlock<kT>(u, fs[e], x, b, j, f);
       }
     }
     for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
@@ -353,15 +362,9 @@ void Q6KGroupExpanded(const uint8_t* e, const Q8KActRow* x, int64_t nb, __m512* 
     for (int t = 0; t < kT; ++t) f[t] = _mm512_setzero_ps();
     for (int j = 0; j < 16; ++j) {
       const uint8_t* es = e + b * kQ6KExpBlock + kQ6KExpSub * j;
-      const __m512 fs = _mm512_load_ps(es);
       __m512i u[4];
       for (int c = 0; c < 4; ++c) u[c] = _mm512_load_si512(es + 64 * (c + 1));
-      for (int t = 0; t < kT; ++t) {
-        const int8_t* xs = x[t].blocks[b].qs + 16 * j;
-        __m512i isum = _mm512_set1_epi32(x[t].off16[16 * b + j]);
-        for (int c = 0; c < 4; ++c) isum = DpbusdBcast(isum, u[c], xs + 4 * c);
-        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fs, f[t]);
-      }
+      Q6KSubBlock<kT>(u, _mm512_load_ps(es), x, b, j, f);
     }
     for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(x[t].blocks[b].d), acc[t]);
   }
@@ -428,22 +431,20 @@ void GroupTile(const MatMulArgs& a, const uint8_t* g, const uint8_t* xq, size_t 
     Q8KActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
     const int64_t nb = a.k / 256;
+    // Unpack the packed group; or, with a copy: the first tile unpacks and stores it, later tiles read it.
+    const auto run = [&](auto unpack, auto unpack_and_store, auto read_copy) {
+      if (e == nullptr) {
+        unpack(g, x, nb, acc, nullptr);
+      } else if constexpr (kStream) {
+        unpack_and_store(g, x, nb, acc, e);
+      } else {
+        read_copy(e, x, nb, acc);
+      }
+    };
     if (a.w_dtype == DType::kQ4_K) {
-      if (e == nullptr) {
-        Q4KGroup<kT, kStream>(g, x, nb, acc);
-      } else if constexpr (kStream) {
-        Q4KGroup<kT, true, true>(g, x, nb, acc, e);
-      } else {
-        Q4KGroupExpanded<kT>(e, x, nb, acc);
-      }
+      run(Q4KGroup<kT, kStream>, Q4KGroup<kT, true, true>, Q4KGroupExpanded<kT>);
     } else {
-      if (e == nullptr) {
-        Q6KGroup<kT, kStream>(g, x, nb, acc);
-      } else if constexpr (kStream) {
-        Q6KGroup<kT, true, true>(g, x, nb, acc, e);
-      } else {
-        Q6KGroupExpanded<kT>(e, x, nb, acc);
-      }
+      run(Q6KGroup<kT, kStream>, Q6KGroup<kT, true, true>, Q6KGroupExpanded<kT>);
     }
   }
   const __m512 scale = _mm512_set1_ps(a.scale);
@@ -503,10 +504,10 @@ GroupTileFn PickGroupTile(int tile, bool stream, std::integer_sequence<int, kTs.
   return (stream ? kStreamTiles : kTiles)[tile - 1];
 }
 
-// Expanded groups pay for the first tile's stores when enough later tiles read them. Kernel lab, Intel Xeon
-// (`build/bench/kernels --ab-expand 60 --types q4_k,q6_k --tokens T`, the paired ratios at the 7B and 1.8B
-// shapes): q4_k 0.93-1.01x at 9 tokens, 0.95-1.02x at 16, 1.02-1.06x at 24, 1.08-1.10x at 64; q6_k
-// (unpacking its 6-bit codes costs more) 1.02-1.05x at 9, 1.05-1.10x at 16, 1.16-1.18x at 64.
+// Expanded groups pay for the first tile's stores when enough later tiles read them. The kernel lab's
+// on/off A/B on an Intel Xeon (the paired ratios at the 7B and 1.8B shapes; docs/BENCHMARKS.md, "Expanded
+// row groups"): q4_k 0.93-1.01x at 9 tokens, 0.95-1.02x at 16, 1.02-1.06x at 24 and 32, 1.06-1.13x at 64;
+// q6_k (unpacking its 6-bit codes costs more) 1.02-1.05x at 9, 1.05-1.10x at 16, 1.17-1.23x at 64.
 int64_t ExpandMinTokens(DType t) {
   return t == DType::kQ4_K ? 2 * kTokenTile : kTokenTile;
 }
