@@ -89,44 +89,58 @@ const char* IsaName(Isa isa) {
 }
 
 namespace {
-std::atomic<int> g_q6k_pairs{-1};
+
+// A kernel choice that tests set (1 or 0; -1 restores the default) over a default made once.
+class KernelSwitch {
+ public:
+  void Set(int on) { set_.store(on, std::memory_order_relaxed); }
+  bool Get(bool fallback) const {
+    const int set = set_.load(std::memory_order_relaxed);
+    return set >= 0 ? set != 0 : fallback;
+  }
+
+ private:
+  std::atomic<int> set_{-1};
+};
+KernelSwitch g_q6k_pairs, g_expand;
+
+// 1 or 0 when the environment variable `name` starts with '1' or '0', else -1.
+int EnvSwitch(const char* name) {
+  const char* env = std::getenv(name);
+  return env != nullptr && (*env == '0' || *env == '1') ? *env - '0' : -1;
+}
+
+bool IsIntelCpu() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  char vendor[12];
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  return std::memcmp(vendor, "GenuineIntel", 12) == 0;
+}
+
 }  // namespace
 
 void SetPairQ6KRowGroups(int on) {
-  g_q6k_pairs.store(on, std::memory_order_relaxed);
+  g_q6k_pairs.Set(on);
 }
 
 bool PairQ6KRowGroups() {
-  if (const int set = g_q6k_pairs.load(std::memory_order_relaxed); set >= 0) return set != 0;
   static const bool pairs = [] {
-    if (const char* env = std::getenv("HYMT_CPU_Q6K_PAIRS"); env != nullptr && (*env == '0' || *env == '1'))
-      return *env == '1';
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return true;
-    char vendor[12];
-    std::memcpy(vendor, &b, 4);
-    std::memcpy(vendor + 4, &d, 4);
-    std::memcpy(vendor + 8, &c, 4);
-    return std::memcmp(vendor, "GenuineIntel", 12) != 0;
+    const int env = EnvSwitch("HYMT_CPU_Q6K_PAIRS");
+    return env >= 0 ? env == 1 : !IsIntelCpu();
   }();
-  return pairs;
+  return g_q6k_pairs.Get(pairs);
 }
 
-namespace {
-std::atomic<int> g_expand{-1};
-}  // namespace
-
 void SetExpandPackedGroups(int on) {
-  g_expand.store(on, std::memory_order_relaxed);
+  g_expand.Set(on);
 }
 
 bool ExpandPackedGroups() {
-  if (const int set = g_expand.load(std::memory_order_relaxed); set >= 0) return set != 0;
-  static const bool on = [] {
-    const char* env = std::getenv("HYMT_CPU_EXPAND");
-    return env == nullptr || *env != '0';
-  }();
-  return on;
+  static const bool on = EnvSwitch("HYMT_CPU_EXPAND") != 0;
+  return g_expand.Get(on);
 }
 
 CpuScratch CpuOpsScratchBytes(int64_t k_max, int64_t head_dim) {
