@@ -151,6 +151,10 @@ size_t PackedGroupBytes(DType t, int64_t k) {
   return PackedBlockBytes(t) * static_cast<size_t>(k / GetDTypeInfo(t).block_size);
 }
 
+size_t GroupsPerBlock(size_t group_bytes) {
+  return group_bytes >= kPackedBlockBytes ? 1 : kPackedBlockBytes / group_bytes;
+}
+
 size_t ExpandedGroupBytes(DType t, int64_t k) {
   const size_t blocks = static_cast<size_t>(k / kQKK);
   if (t == DType::kQ4_K) return blocks * kExpandedQ4KBlockBytes;
@@ -161,9 +165,7 @@ size_t ExpandedGroupBytes(DType t, int64_t k) {
 size_t ExpandScratchBytes(DType t, int64_t k) {
   const size_t expanded = ExpandedGroupBytes(t, k);
   if (expanded == 0) return 0;
-  const size_t group = PackedGroupBytes(t, k);
-  const size_t groups = group >= kPackedBlockBytes ? 1 : kPackedBlockBytes / group;
-  return groups * expanded + 64;
+  return GroupsPerBlock(PackedGroupBytes(t, k)) * expanded + 64;
 }
 
 size_t ExpandScratchBound(DType t, int64_t k_max) {

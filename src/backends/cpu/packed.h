@@ -47,6 +47,7 @@ size_t PackedBytes(DType t, int64_t rows, int64_t k);
 // The packed GEMM's block of row groups (kernels/packed_common.h, PackedBlockGroups): as many groups as fit
 // in this many bytes, or one group when a group is larger.
 constexpr size_t kPackedBlockBytes = size_t{256} << 10;
+size_t GroupsPerBlock(size_t group_bytes);
 // The AVX-512 GEMM's expanded copy of a q4_k / q6_k row group (kernels/matmul_packed.cc), per 256 inputs.
 constexpr size_t kExpandedQ4KBlockBytes = 4928;
 constexpr size_t kExpandedQ6KBlockBytes = 5120;

@@ -32,7 +32,7 @@ inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
 // group. Results are unchanged: each (group, tile) product is computed as before.
 inline int64_t PackedBlockGroups(const MatMulArgs& a, size_t group_bytes, int token_tile) {
   if (a.n_tokens <= token_tile) return 1;
-  return static_cast<int64_t>(group_bytes >= kPackedBlockBytes ? 1 : kPackedBlockBytes / group_bytes);
+  return static_cast<int64_t>(GroupsPerBlock(group_bytes));
 }
 
 // vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (byte[j]), and
