@@ -513,7 +513,7 @@ int64_t ExpandMinTokens(DType t) {
 }
 
 // This thread's scratch for expanded groups (`bytes` from ExpandScratchBytes, which includes the alignment),
-// 64-byte aligned, kept for the thread's life: a block's worth, ~0.6 MiB at the 7B's widths. Its own type,
+// 64-byte aligned, kept for the thread's life: a block's worth, ~0.55 MiB at the 7B's widths. Its own type,
 // not a std::unique_ptr: this file is built with AVX-512 flags, and must define no symbol outside its
 // namespace (a shared template instance could be picked for code that runs on any CPU).
 struct ExpandBuffer {
