@@ -501,15 +501,16 @@ TEST_P(CpuOpsTest, MatMulQ6KPairedOrSingleGroups) {
   cpu::SetPairQ6KRowGroups(-1);
 }
 
-// The AVX-512 GEMM's later token tiles read a copy of each q4_k / q6_k row group its first tile expanded
-// (kernel_table.h, ExpandPackedGroups): the same sums in the same order, so the same bits as unpacking the
-// group again per tile. Token counts around the tile (8) and the thresholds (q6_k above 8, q4_k above 16),
+// The packed GEMMs' later token tiles read a copy of each q4_k / q6_k row group (AVX2: half group) that
+// their first tile expanded (kernel_table.h, ExpandPackedGroups): the same sums in the same order, so the
+// same bits as unpacking the group again per tile. Token counts around the tiles (8 for AVX-512, 4 for AVX2)
+// and the thresholds (AVX-512 and avxvnni: q6_k above 8, q4_k above 16; avx2: q6_k above 4, q4_k above 32),
 // odd row counts (a partial last group), K over one and several super-blocks and a block of several groups.
 TEST_P(CpuOpsTest, MatMulExpandedGroupsSameBits) {
   const bool packs = GetParam() != Isa::kGeneric;
   for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
     for (int64_t k : {256, 2048}) {
-      for (int64_t tokens : {8, 9, 16, 17, 25, 64}) {
+      for (int64_t tokens : {5, 8, 9, 16, 17, 33, 64}) {
         for (int64_t n : {16, 130}) {
           SCOPED_TRACE(testing::Message()
                        << DTypeName(t) << " k " << k << " tokens " << tokens << " rows " << n);

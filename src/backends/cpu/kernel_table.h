@@ -41,10 +41,10 @@ constexpr int kGemvMaxTokens = 4;
 bool PairQ6KRowGroups();
 // 1 or 0 sets the choice (tests run both), -1 restores the default.
 void SetPairQ6KRowGroups(int on);
-// Whether the AVX-512 packed GEMM's later token tiles read a copy of each q4_k / q6_k row group that its
-// first tile expanded (nibbles and 6-bit codes as bytes, scales as floats) instead of unpacking the group
-// again per tile (matmul_packed.cc). The results are the same bit for bit. On by default;
-// HYMT_CPU_EXPAND=0 turns it off.
+// Whether the packed GEMMs' later token tiles read a copy of each q4_k / q6_k row group that their first
+// tile expanded (nibbles and 6-bit codes as bytes, scales as floats) instead of unpacking the group again per
+// tile (matmul_packed.cc; matmul_packed_avx2.cc, per half group, where it pays: q6_k, and q4_k with
+// AVX-VNNI). The results are the same bit for bit. On by default; HYMT_CPU_EXPAND=0 turns it off.
 bool ExpandPackedGroups();
 // 1 or 0 sets the choice (tests run both), -1 restores the default.
 void SetExpandPackedGroups(int on);

@@ -48,7 +48,8 @@ size_t PackedBytes(DType t, int64_t rows, int64_t k);
 // in this many bytes, or one group when a group is larger.
 constexpr size_t kPackedBlockBytes = size_t{256} << 10;
 size_t GroupsPerBlock(size_t group_bytes);
-// The AVX-512 GEMM's expanded copy of a q4_k / q6_k row group (kernels/matmul_packed.cc), per 256 inputs.
+// The packed GEMMs' expanded copy of a q4_k / q6_k row group (kernels/matmul_packed.cc; the AVX2 kernels'
+// two half groups take the same bytes), per 256 inputs.
 constexpr size_t kExpandedQ4KBlockBytes = 4928;
 constexpr size_t kExpandedQ6KBlockBytes = 5120;
 // Bytes of one group's expanded copy at k inputs (0: t has none).

@@ -512,25 +512,6 @@ int64_t ExpandMinTokens(DType t) {
   return t == DType::kQ4_K ? 2 * kTokenTile : kTokenTile;
 }
 
-// This thread's scratch for expanded groups (`bytes` from ExpandScratchBytes, which includes the alignment),
-// 64-byte aligned, kept for the thread's life: a block's worth, ~0.55 MiB at the 7B's widths. Its own type,
-// not a std::unique_ptr: this file is built with AVX-512 flags, and must define no symbol outside its
-// namespace (a shared template instance could be picked for code that runs on any CPU).
-struct ExpandBuffer {
-  uint8_t* data = nullptr;
-  size_t size = 0;
-  ~ExpandBuffer() { delete[] data; }
-};
-uint8_t* ExpandScratch(size_t bytes) {
-  thread_local ExpandBuffer buf;
-  if (buf.size < bytes) {
-    delete[] buf.data;
-    buf.size = bytes;
-    buf.data = new uint8_t[buf.size];
-  }
-  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data) + 63) & ~uintptr_t{63});
-}
-
 }  // namespace
 
 void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int64_t n_begin, int64_t n_end) {

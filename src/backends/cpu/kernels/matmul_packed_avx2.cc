@@ -21,7 +21,9 @@
 // vpdpwssd for q4_k's mins.
 // Registers: AVX2 has 16. A decode GEMV (one token) walks both halves of a group in one pass (each weight
 // byte read once, from memory); more tokens walk one half at a time, in tiles of up to kTokenTile tokens,
-// the second half and later tiles finding the group's weights in cache.
+// the second half and later tiles finding the group's weights in cache. As in the AVX-512 kernel, the first
+// tile of a half can also store what it unpacked (the codes as bytes, the scales as floats) for the later
+// tiles to read (ExpandMinTokens says where that pays).
 #include "backends/cpu/kernels/kernels.h"
 
 #if defined(HYMT_ISA_IS_avx2)
@@ -103,15 +105,89 @@ void Q8_0Half(const uint8_t* g, int h0, const Q8ActRow* x, int64_t nb, __m256 (*
   }
 }
 
-template <int kT, int kH, bool kStream>
-void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*acc)[kT]) {
+// A group's weights expanded for the token tiles after its first (as matmul_packed.cc's kQ4KExpBlock and
+// kQ6KExpBlock, the same sizes, so packed.h's ExpandedGroupBytes sizes both), per super-block and half of
+// 8 rows, 32-byte records: q4_k the 8 sub-blocks' f32 scales d x scale, the 4 min pairs (int16), dmin, then
+// per 4-input step the low and the high nibbles as bytes (unshifted: vpmaddubsw's int16 pairs would saturate
+// on 16 x code); q6_k per sub-block d x scale, then its 4 registers of 6-bit codes. Half h of super-block b
+// starts at b x kQ4KExpBlock + h x kQ4KExpBlock / 2.
+constexpr size_t kQ4KExpHalfHeader = 8 * 32 + 4 * 32 + 32;
+constexpr size_t kQ4KExpBlock = 2 * (kQ4KExpHalfHeader + 32 * 2 * 32);
+constexpr size_t kQ6KExpSub = 32 + 4 * 32;
+constexpr size_t kQ6KExpBlock = 2 * 16 * kQ6KExpSub;
+static_assert(kQ4KExpBlock == kExpandedQ4KBlockBytes && kQ6KExpBlock == kExpandedQ6KBlockBytes,
+              "packed.h sizes the scratch (ExpandScratchBytes)");
+
+inline void Store256(uint8_t* p, __m256i v) {
+  _mm256_store_si256(reinterpret_cast<__m256i*>(p), v);
+}
+inline void Store256(uint8_t* p, __m256 v) {
+  _mm256_store_ps(reinterpret_cast<float*>(p), v);
+}
+inline __m256i LoadA256(const uint8_t* p) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// One 4-input step s of q4_k sub-block j for tokens t < kT (one half): p16[t] += the low nibbles lo times
+// inputs 8 s .. 8 s + 3 and the high nibbles hi times 8 s + 4 .. 8 s + 7 (int16 pairs, or with AVX-VNNI
+// int32 sums).
+template <int kT>
+inline void Q4KStep(__m256i lo, __m256i hi, const Q8KActRow* x, int64_t b, int j, int s, __m256i* p16) {
+  for (int t = 0; t < kT; ++t) {
+    const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
+#if defined(__AVXVNNI__)
+    p16[t] = DotBcast(DotBcast(p16[t], lo, xs), hi, xs + 4);
+#else
+    p16[t] = _mm256_add_epi16(p16[t], _mm256_maddubs_epi16(lo, Bcast32(xs)));
+    p16[t] = _mm256_add_epi16(p16[t], _mm256_maddubs_epi16(hi, Bcast32(xs + 4)));
+#endif
+  }
+}
+// The end of q4_k sub-block j (one half): f[t] += the sum p16[t] times fs = d x scale.
+template <int kT>
+inline void Q4KSubEnd(const __m256i* p16, __m256 fs, __m256* f) {
+  for (int t = 0; t < kT; ++t) {
+#if defined(__AVXVNNI__)
+    const __m256i isum = p16[t];
+#else
+    const __m256i isum = PairSums(p16[t]);
+#endif
+    f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), fs, f[t]);
+  }
+}
+// The end of q4_k super-block b (one half): f[t] less the mins (dmin x sum_p m_pair[p] . the pair sums of
+// x), times d_x, into acc[t].
+template <int kT>
+inline void Q4KFinish(const __m256i* m_pair, __m256 dmin, const Q8KActRow* x, int64_t b, __m256* f,
+                      __m256* acc) {
+  for (int t = 0; t < kT; ++t) {
+    __m256i mins = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p)
+#if defined(__AVXVNNI__)
+      mins = _mm256_dpwssd_avx_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
+#else
+      mins = _mm256_add_epi32(mins, _mm256_madd_epi16(m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p)));
+#endif
+    f[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, f[t]);
+    acc[t] = _mm256_fmadd_ps(f[t], _mm256_set1_ps(x[t].blocks[b].d), acc[t]);
+  }
+}
+
+// kStore (one half, kH = 1): also writes the half's expanded copy to e (the record of super-block 0's half
+// h0; kQ4KExpBlock per super-block), for Q4KHalfExpanded.
+template <int kT, int kH, bool kStream, bool kStore = false>
+void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*acc)[kT],
+             uint8_t* e = nullptr) {
+  static_assert(!kStore || kH == 1, "a copy is written one half at a time");
   constexpr size_t kBlock = 64 + 192 + 2048;
   const __m256i nibble = _mm256_set1_epi8(0x0f), low6 = _mm256_set1_epi8(0x3f),
                 bits45 = _mm256_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
     const uint8_t* q = blk + 64 + 192;
-    PrefetchAhead<kStream>(blk, 64 + 192);  // the scales; each sub-block asks for its quants (matmul_packed.cc)
+    uint8_t* eb = kStore ? e + b * kQ4KExpBlock : nullptr;
+    // The scales; each sub-block asks for its quants (matmul_packed.cc).
+    PrefetchAhead<kStream>(blk, 64 + 192);
     // The 6-bit scales (as matmul_packed.cc's Q4KGroup; the mins below): bytes j of sc03 / sc47 are
     // scale j / 4 + j.
     __m256i sc03[kH], sc47[kH];
@@ -137,29 +213,19 @@ void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
           const __m256i w = Load256(q + 64 * (4 * j + s) + 32 * (h0 + h));
           const __m256i lo = _mm256_and_si256(w, nibble),
                         hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), nibble);
-          for (int t = 0; t < kT; ++t) {
-            const int8_t* xs = x[t].blocks[b].qs + 32 * j + 8 * s;
-#if defined(__AVXVNNI__)
-            p16[h][t] = DotBcast(DotBcast(p16[h][t], lo, xs), hi, xs + 4);
-#else
-            p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(lo, Bcast32(xs)));
-            p16[h][t] = _mm256_add_epi16(p16[h][t], _mm256_maddubs_epi16(hi, Bcast32(xs + 4)));
-#endif
+          if constexpr (kStore) {
+            Store256(eb + kQ4KExpHalfHeader + 64 * (4 * j + s), lo);
+            Store256(eb + kQ4KExpHalfHeader + 64 * (4 * j + s) + 32, hi);
           }
+          Q4KStep<kT>(lo, hi, x, b, j, s, p16[h]);
         }
       }
       for (int h = 0; h < kH; ++h) {
         const __m256i sc =
             _mm256_shuffle_epi8(j < 4 ? sc03[h] : sc47[h], Load256(kScaleShuffles.byte[j % 4]));
         const __m256 fs = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
-        for (int t = 0; t < kT; ++t) {
-#if defined(__AVXVNNI__)
-          const __m256i isum = p16[h][t];
-#else
-          const __m256i isum = PairSums(p16[h][t]);
-#endif
-          f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), fs, f[h][t]);
-        }
+        if constexpr (kStore) Store256(eb + 32 * j, fs);
+        Q4KSubEnd<kT>(p16[h], fs, f[h]);
       }
     }
     for (int h = 0; h < kH; ++h) {
@@ -173,19 +239,45 @@ void Q4KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
       for (int p = 0; p < 4; ++p)
         m_pair[p] = _mm256_shuffle_epi8(p < 2 ? m03 : m47, Load256(kScaleShuffles.pair[p % 2]));
       const __m256 dmin = LoadF16x8(blk + 32 + 16 * (h0 + h));
-      for (int t = 0; t < kT; ++t) {
-        __m256i mins = _mm256_setzero_si256();
-        for (int p = 0; p < 4; ++p)
-#if defined(__AVXVNNI__)
-          mins = _mm256_dpwssd_avx_epi32(mins, m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p));
-#else
-          mins = _mm256_add_epi32(mins, _mm256_madd_epi16(m_pair[p], Bcast32(x[t].bsum32 + 8 * b + 2 * p)));
-#endif
-        f[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, f[h][t]);
-        acc[h][t] = _mm256_fmadd_ps(f[h][t], _mm256_set1_ps(x[t].blocks[b].d), acc[h][t]);
+      if constexpr (kStore) {
+        for (int p = 0; p < 4; ++p) Store256(eb + 256 + 32 * p, m_pair[p]);
+        Store256(eb + 384, dmin);
       }
+      Q4KFinish<kT>(m_pair, dmin, x, b, f[h], acc[h]);
     }
   }
+}
+
+// q4_k super-block b of an expanded half for tokens t < kT (the same sums in the same order as Q4KHalf).
+template <int kT>
+void Q4KHalfExpandedBlock(const uint8_t* eb, const Q8KActRow* x, int64_t b, __m256* acc) {
+  __m256 f[kT];
+  for (int t = 0; t < kT; ++t) f[t] = _mm256_setzero_ps();
+  for (int j = 0; j < 8; ++j) {
+    __m256i p16[kT];
+    for (int t = 0; t < kT; ++t) p16[t] = _mm256_setzero_si256();
+    // AVX2: a rolled loop. Unrolled, GCC loads all four steps' codes first and keeps some of the sums on the
+    // stack (16 registers), and the copy read slower than unpacking (kernel lab, 64 tokens: 0.94-1.01x against
+    // 1.10-1.19x rolled). With AVX-VNNI the unrolled loop is the faster (1.03-1.09x against 0.90-1.04x).
+#if !defined(__AVXVNNI__)
+#pragma GCC unroll 1
+#endif
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t* eq = eb + kQ4KExpHalfHeader + 64 * (4 * j + s);
+      Q4KStep<kT>(LoadA256(eq), LoadA256(eq + 32), x, b, j, s, p16);
+    }
+    Q4KSubEnd<kT>(p16, _mm256_load_ps(reinterpret_cast<const float*>(eb + 32 * j)), f);
+  }
+  __m256i m_pair[4];
+  for (int p = 0; p < 4; ++p) m_pair[p] = LoadA256(eb + 256 + 32 * p);
+  Q4KFinish<kT>(m_pair, _mm256_load_ps(reinterpret_cast<const float*>(eb + 384)), x, b, f, acc);
+}
+
+// Q4KHalf<kT, 1> for a half that Q4KHalf<.., kStore> expanded to e: the same sums in the same order, so the
+// same results bit for bit, without unpacking the nibbles and scales again.
+template <int kT>
+void Q4KHalfExpanded(const uint8_t* e, const Q8KActRow* x, int64_t nb, __m256* acc) {
+  for (int64_t b = 0; b < nb; ++b) Q4KHalfExpandedBlock<kT>(e + b * kQ4KExpBlock, x, b, acc);
 }
 
 // The 6-bit codes of one packed q6_k sub-block's half h (8 rows x 16 inputs; packed.h) as four registers
@@ -201,8 +293,32 @@ inline void ExpandQ6KHalf(const uint8_t* q, int h, __m256i* u) {
                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), high2));
 }
 
-template <int kT, int kH, bool kStream>
-void Q6KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*acc)[kT]) {
+// q6_k sub-block j of one half (its codes u, its scale fs = d x scale) for tokens t < kT, into f[t]. Each sum
+// starts at -32 x (sum of the sub-block's x), which folds the codes' offset 32 into it.
+template <int kT>
+inline void Q6KSubBlock(const __m256i* u, __m256 fs, const Q8KActRow* x, int64_t b, int j, __m256* f) {
+  for (int t = 0; t < kT; ++t) {
+    const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+#if defined(__AVXVNNI__)
+    __m256i isum = _mm256_set1_epi32(x[t].off16[16 * b + j]);
+    for (int c = 0; c < 4; ++c) isum = DotBcast(isum, u[c], xs + 4 * c);
+#else
+    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], Bcast32(xs)),
+                                         _mm256_maddubs_epi16(u[1], Bcast32(xs + 4)));
+    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], Bcast32(xs + 8)),
+                                         _mm256_maddubs_epi16(u[3], Bcast32(xs + 12)));
+    const __m256i isum = _mm256_add_epi32(_mm256_set1_epi32(x[t].off16[16 * b + j]),
+                                          _mm256_add_epi32(PairSums(p01), PairSums(p23)));
+#endif
+    f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), fs, f[t]);
+  }
+}
+
+// kStore (kH = 1): also writes the half's expanded copy to ex (as Q4KHalf), for Q6KHalfExpanded.
+template <int kT, int kH, bool kStream, bool kStore = false>
+void Q6KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*acc)[kT],
+             uint8_t* ex = nullptr) {
+  static_assert(!kStore || kH == 1, "a copy is written one half at a time");
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
@@ -225,21 +341,12 @@ void Q6KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
           const __m256 fs = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
           __m256i u[4];
           ExpandQ6KHalf(pairs + 416 * p + 32 + 192 * e, h0 + h, u);
-          for (int t = 0; t < kT; ++t) {
-            const int8_t* xs = x[t].blocks[b].qs + 16 * j;
-#if defined(__AVXVNNI__)
-            __m256i isum = _mm256_set1_epi32(x[t].off16[16 * b + j]);
-            for (int c = 0; c < 4; ++c) isum = DotBcast(isum, u[c], xs + 4 * c);
-#else
-            const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], Bcast32(xs)),
-                                                 _mm256_maddubs_epi16(u[1], Bcast32(xs + 4)));
-            const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], Bcast32(xs + 8)),
-                                                 _mm256_maddubs_epi16(u[3], Bcast32(xs + 12)));
-            const __m256i isum = _mm256_add_epi32(_mm256_set1_epi32(x[t].off16[16 * b + j]),
-                                                  _mm256_add_epi32(PairSums(p01), PairSums(p23)));
-#endif
-            f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), fs, f[h][t]);
+          if constexpr (kStore) {
+            uint8_t* es = ex + b * kQ6KExpBlock + kQ6KExpSub * j;
+            Store256(es, fs);
+            for (int c = 0; c < 4; ++c) Store256(es + 32 * (c + 1), u[c]);
           }
+          Q6KSubBlock<kT>(u, fs, x, b, j, f[h]);
         }
       }
     }
@@ -249,11 +356,32 @@ void Q6KHalf(const uint8_t* g, int h0, const Q8KActRow* x, int64_t nb, __m256 (*
   }
 }
 
+// q6_k super-block b of an expanded half for tokens t < kT (the same sums in the same order as Q6KHalf).
+template <int kT>
+void Q6KHalfExpandedBlock(const uint8_t* eb, const Q8KActRow* x, int64_t b, __m256* acc) {
+  __m256 f[kT];
+  for (int t = 0; t < kT; ++t) f[t] = _mm256_setzero_ps();
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t* es = eb + kQ6KExpSub * j;
+    __m256i u[4];
+    for (int c = 0; c < 4; ++c) u[c] = LoadA256(es + 32 * (c + 1));
+    Q6KSubBlock<kT>(u, _mm256_load_ps(reinterpret_cast<const float*>(es)), x, b, j, f);
+  }
+  for (int t = 0; t < kT; ++t) acc[t] = _mm256_fmadd_ps(f[t], _mm256_set1_ps(x[t].blocks[b].d), acc[t]);
+}
+// Q6KHalf<kT, 1> for a half that Q6KHalf<.., kStore> expanded to e (the same results bit for bit).
+template <int kT>
+void Q6KHalfExpanded(const uint8_t* e, const Q8KActRow* x, int64_t nb, __m256* acc) {
+  for (int64_t b = 0; b < nb; ++b) Q6KHalfExpandedBlock<kT>(e + b * kQ6KExpBlock, x, b, acc);
+}
+
 // Halves [h0, h0 + kH) of one group (rows n0 + 8 h0 ..) against tokens [t0, t0 + kT); `valid` rows of the
-// group exist (the last group may be partial).
-template <int kT, int kH, bool kStream>
+// group exist (the last group may be partial). kStream: the tile reads the group from memory (the first of
+// the first half). e (q4_k and q6_k, kH = 1): where half h0's expanded copy goes (kStore: the half's first
+// tile) or is (later tiles), or null.
+template <int kT, int kH, bool kStream, bool kStore = false>
 void HalfTile(const MatMulArgs& a, const uint8_t* g, int h0, const uint8_t* xq, size_t xq_row_bytes,
-              int64_t t0, int64_t n0, int64_t valid) {
+              int64_t t0, int64_t n0, int64_t valid, uint8_t* e) {
   __m256 acc[kH][kT];
   for (int h = 0; h < kH; ++h)
     for (int t = 0; t < kT; ++t) acc[h][t] = _mm256_setzero_ps();
@@ -264,10 +392,25 @@ void HalfTile(const MatMulArgs& a, const uint8_t* g, int h0, const uint8_t* xq, 
   } else {
     Q8KActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
+    const int64_t nb = a.k / 256;
+    // Unpack the packed half; or, with a copy: the first tile unpacks and stores it, later tiles read it.
+    const auto run = [&](auto unpack, auto unpack_and_store, auto read_copy) {
+      if constexpr (kH == 1) {
+        if (e == nullptr) {
+          unpack(g, h0, x, nb, acc, nullptr);
+        } else if constexpr (kStore) {
+          unpack_and_store(g, h0, x, nb, acc, e);
+        } else {
+          read_copy(e, x, nb, acc[0]);
+        }
+      } else {
+        unpack(g, h0, x, nb, acc, nullptr);
+      }
+    };
     if (a.w_dtype == DType::kQ4_K) {
-      Q4KHalf<kT, kH, kStream>(g, h0, x, a.k / 256, acc);
+      run(Q4KHalf<kT, kH, kStream>, Q4KHalf<kT, 1, kStream, true>, Q4KHalfExpanded<kT>);
     } else {
-      Q6KHalf<kT, kH, kStream>(g, h0, x, a.k / 256, acc);
+      run(Q6KHalf<kT, kH, kStream>, Q6KHalf<kT, 1, kStream, true>, Q6KHalfExpanded<kT>);
     }
   }
   const __m256 scale = _mm256_set1_ps(a.scale);
@@ -288,13 +431,31 @@ void HalfTile(const MatMulArgs& a, const uint8_t* g, int h0, const uint8_t* xq, 
 }
 
 using HalfTileFn = void (*)(const MatMulArgs&, const uint8_t*, int, const uint8_t*, size_t, int64_t, int64_t,
-                            int64_t);
-// HalfTile of one half for 1..kTokenTile tokens. A plain array, not std::array (see simd.h).
+                            int64_t, uint8_t*);
+// HalfTile of one half for 1..kTokenTile tokens: the first tile of the first half (stream), the first tile
+// of the second (store: it writes the half's copy, when there is one), or a later tile. A plain array, not
+// std::array (see simd.h).
 template <int... kTs>
-HalfTileFn PickHalfTile(int tile, bool stream, std::integer_sequence<int, kTs...>) {
+HalfTileFn PickHalfTile(int tile, bool stream, bool store, std::integer_sequence<int, kTs...>) {
   static constexpr HalfTileFn kTiles[] = {&HalfTile<kTs + 1, 1, false>...};
-  static constexpr HalfTileFn kStreamTiles[] = {&HalfTile<kTs + 1, 1, true>...};
-  return (stream ? kStreamTiles : kTiles)[tile - 1];
+  static constexpr HalfTileFn kStreamTiles[] = {&HalfTile<kTs + 1, 1, true, true>...};
+  static constexpr HalfTileFn kStoreTiles[] = {&HalfTile<kTs + 1, 1, false, true>...};
+  return (stream ? kStreamTiles : store ? kStoreTiles : kTiles)[tile - 1];
+}
+
+// Expanded halves pay for the first tile's stores when enough later tiles read them. The kernel lab's on/off
+// A/B on an Intel Xeon (`build/bench/kernels --isa avx2|avxvnni --ab-expand 16 --types q4_k,q6_k --tokens T`,
+// the medians of the paired ratios at the 7B and 1.8B shapes; docs/BENCHMARKS.md, "Expanded row groups"):
+//   q6_k, AVX2: 1.06-1.10x at 5 tokens, 1.09-1.14x at 8, 1.17-1.20x at 9, 1.31-1.36x at 64;
+//   q6_k, AVX-VNNI: 0.94-1.04x at 5 and 8, 1.08-1.11x at 9, 1.21-1.28x at 64;
+//   q4_k, AVX-VNNI: 0.95-1.01x at 9, 0.99-1.04x at 17, 1.03-1.09x at 64;
+//   q4_k, AVX2: 0.90-0.99x at 17, 1.04-1.08x at 33, 1.07-1.13x at 48, 1.10-1.19x at 64.
+int64_t ExpandMinTokens(DType t) {
+#if defined(__AVXVNNI__)
+  return t == DType::kQ6_K ? 2 * kTokenTile : 4 * kTokenTile;
+#else
+  return t == DType::kQ6_K ? kTokenTile : 8 * kTokenTile;
+#endif
 }
 
 }  // namespace
@@ -305,21 +466,34 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
   if (a.n_tokens == 1) {  // decode: both halves in one pass over the group, which comes from memory
     for (int64_t n0 = n_begin; n0 < n_end; n0 += kPackRows) {
       const uint8_t* g = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
-      HalfTile<1, 2, true>(a, g, 0, x, xq_row_bytes, 0, n0, Min<int64_t>(kPackRows, n_end - n0));
+      HalfTile<1, 2, true>(a, g, 0, x, xq_row_bytes, 0, n0, Min<int64_t>(kPackRows, n_end - n0), nullptr);
     }
     return;
   }
+  // Several token tiles: each half's first expands its q4_k / q6_k groups for the others (ExpandedGroupBytes;
+  // a group's copy holds both halves).
+  const size_t exp_bytes = a.n_tokens > ExpandMinTokens(a.w_dtype) && ExpandPackedGroups()
+                               ? ExpandedGroupBytes(a.w_dtype, a.k)
+                               : 0;
+  uint8_t* exp = exp_bytes > 0 ? ExpandScratch(ExpandScratchBytes(a.w_dtype, a.k)) : nullptr;
+  // A half's record of each super-block (the group's copy is exp_bytes: a.k / 256 records of two halves).
+  const size_t half_bytes = exp_bytes > 0 ? exp_bytes / static_cast<size_t>(a.k / 256) / 2 : 0;
   const int64_t block_rows = PackedBlockGroups(a, group_bytes, kTokenTile) * kPackRows;
   for (int64_t b0 = n_begin; b0 < n_end; b0 += block_rows) {
     const int64_t b1 = Min(b0 + block_rows, n_end);
     for (int h = 0; h < 2; ++h) {
       for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
         const int tile = static_cast<int>(Min<int64_t>(kTokenTile, a.n_tokens - t0));
-        const auto fn = PickHalfTile(tile, h == 0 && t0 == 0, std::make_integer_sequence<int, kTokenTile>{});
+        const auto fn = PickHalfTile(tile, h == 0 && t0 == 0, t0 == 0 && exp != nullptr,
+                                     std::make_integer_sequence<int, kTokenTile>{});
         for (int64_t n0 = b0; n0 < b1; n0 += kPackRows) {
           const int64_t valid = Min<int64_t>(kPackRows, n_end - n0);
+          uint8_t* e = exp != nullptr
+                           ? exp + static_cast<size_t>((n0 - b0) / kPackRows) * exp_bytes + h * half_bytes
+                           : nullptr;
           if (kHalfRows * h < valid)
-            fn(a, a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes, h, x, xq_row_bytes, t0, n0, valid);
+            fn(a, a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes, h, x, xq_row_bytes, t0, n0, valid,
+               e);
         }
       }
     }

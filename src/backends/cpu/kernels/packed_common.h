@@ -1,6 +1,7 @@
 // What the packed matmuls (matmul_packed.cc for AVX-512, matmul_packed_avx2.cc for the avx2 and avxvnni
-// builds) share: the prefetch of the blocks a group's first tile reads from memory, and the vpshufb tables
-// that spread a q4_k row's scale bytes over its 32-bit lane. Included inside each build's own namespace.
+// builds) share: the prefetch of the blocks a group's first tile reads from memory, the block loop, the
+// per-thread scratch of the expanded row groups, and the vpshufb tables that spread a q4_k row's scale bytes
+// over its 32-bit lane. Included inside each build's own namespace.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,25 @@ inline void PrefetchAhead(const uint8_t* p, size_t bytes) {
 inline int64_t PackedBlockGroups(const MatMulArgs& a, size_t group_bytes, int token_tile) {
   if (a.n_tokens <= token_tile) return 1;
   return static_cast<int64_t>(GroupsPerBlock(group_bytes));
+}
+
+// This thread's scratch for the expanded copies of a block of row groups (`bytes` from ExpandScratchBytes,
+// which includes the alignment), 64-byte aligned, kept for the thread's life: ~0.55 MiB at the 7B's widths.
+// Its own type, not a std::unique_ptr: the kernel files are built with their ISA's flags and must define no
+// symbol outside their namespace (a shared template instance could be picked for code that runs on any CPU).
+struct ExpandBuffer {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  ~ExpandBuffer() { delete[] data; }
+};
+inline uint8_t* ExpandScratch(size_t bytes) {
+  thread_local ExpandBuffer buf;
+  if (buf.size < bytes) {
+    delete[] buf.data;
+    buf.size = bytes;
+    buf.data = new uint8_t[buf.size];
+  }
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data) + 63) & ~uintptr_t{63});
 }
 
 // vpshufb indices (within each 128-bit lane) that zero-extend byte j of every 32-bit lane (byte[j]), and
