@@ -5,6 +5,8 @@
 # FORMATS (bf16 q4_k_m q8_0; the quantised files are made here if the ab stage has not made them),
 # the two binaries alternated, ROUNDS rounds. Prints a line per run; logs go to $OUT/variant.tar.gz.
 #   VARIANT_DEFS="-DX=1" FORMATS="q4_k_m q8_0" ROUNDS=2 bash tools/device/ab_build.sh
+# VARIANT_SRC=path compiles that file in place of src/backends/cuda/gemv.cu (an earlier version, say, with
+# VARIANT_DEFS="-I dir" naming a folder that holds the headers it was written against as backends/cuda/*.cuh).
 set -u
 B=$PWD/build-gpu; V=$B/variant; W=/tmp/hymt-gpu; OUT=${OUT:-/tmp/hymt-out}
 : "${VARIANT_DEFS:?set VARIANT_DEFS to the -D flags of the variant}"
@@ -15,6 +17,9 @@ T0=$(date +%s)
 cc=$(ninja -C "$B" -t commands hymt | grep -- "-c .*src/backends/cuda/gemv.cu " | head -1)
 cc=${cc/ -o CMakeFiles\/hymt_cuda.dir\/src\/backends\/cuda\/gemv.cu.o/ -o variant\/gemv.cu.o}
 cc=${cc/nvcc /nvcc $VARIANT_DEFS }
+if [[ -n ${VARIANT_SRC:-} ]]; then
+  cc=$(sed "s| [^ ]*src/backends/cuda/gemv.cu | $(realpath "$VARIANT_SRC") |" <<<"$cc")
+fi
 ( cd "$B" && eval "$cc" && cp libhymt_cuda.a variant/ && cd variant && ar r libhymt_cuda.a gemv.cu.o ) >"$W/variant_cc.log" 2>&1 &
 CPID=$!
 ( for t in ${FORMATS:-q4_k_m q8_0}; do

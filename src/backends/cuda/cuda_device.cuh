@@ -650,6 +650,22 @@ struct Fmt<DType::kQ8_0> {
     return {LdW<kNc>(reinterpret_cast<const uint4*>(base + row * w.cols) + u),
             LdW<kNc>(d + row * (w.cols / 32) + u / 2)};
   }
+  // One row's arrays, for the int8 GEMV's loop (LoadRow): per unit a 16-byte and a 2-byte load at 32-bit
+  // offsets from pointers set once per row block, where Load works the row's address out again per unit in
+  // 64-bit arithmetic.
+  struct RowPtr {
+    const uint4* q;
+    const uint16_t* d;
+  };
+  static __device__ __forceinline__ RowPtr Row(const WeightView& w, int64_t row) {
+    const uint8_t* base = static_cast<const uint8_t*>(w.data);
+    return {reinterpret_cast<const uint4*>(base + row * w.cols),
+            reinterpret_cast<const uint16_t*>(base + w.rows * w.cols) + row * (w.cols / 32)};
+  }
+  // Load(w, row, u) for the row p points at (u >= 0).
+  static __device__ __forceinline__ Raw LoadRow(const RowPtr& p, int u) {
+    return {__ldg(p.q + u), __ldg(p.d + (u >> 1))};
+  }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int) { return {F16ToF32(r.d)}; }
   static __device__ __forceinline__ int PieceCol(int u, int p) { return u * 16 + p * 8; }
   template <int p>
@@ -689,6 +705,25 @@ struct Fmt<DType::kQ4_K> {
             LdW<kNc>(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 0, nsb))),
             LdW<kNc>(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 1, nsb)))};
   }
+  // One row's arrays, for the int8 GEMV's loop (as Fmt<Q8_0>::RowPtr).
+  struct RowPtr {
+    const uint4* hdr;
+    const uint8_t* qs;
+    int nsb;
+  };
+  static __device__ __forceinline__ RowPtr Row(const WeightView& w, int64_t row) {
+    const uint8_t* base = static_cast<const uint8_t*>(w.data);
+    const int64_t nsb = w.cols / 256;
+    return {reinterpret_cast<const uint4*>(base + w.rows * w.cols / 2) + row * nsb, base + row * (w.cols / 2),
+            static_cast<int>(nsb)};
+  }
+  // Load(w, row, u) for the row p points at (u >= 0): Q4KHalfOffset in 32-bit arithmetic.
+  static __device__ __forceinline__ Raw LoadRow(const RowPtr& p, int u) {
+    const int span = u >> 5, m = min(p.nsb - 8 * span, 8);
+    const int off = span * 1024 + 16 * (u & 31);
+    return {__ldg(p.hdr + (u >> 2)), __ldg(reinterpret_cast<const uint4*>(p.qs + off)),
+            __ldg(reinterpret_cast<const uint4*>(p.qs + off + 64 * m))};
+  }
   // Scale and min of sub-blocks jj and 4 + jj (jj < 4) from the header's packed scales (bytes 4..15,
   // ggml's get_scale_min_k4): bytes jj, jj + 4 and jj + 8 of them hold both.
   static __device__ __forceinline__ Ctx SubScales(const uint4& h, int jj) {
@@ -699,7 +734,7 @@ struct Fmt<DType::kQ4_K> {
     return {d * SmallUintToFloat(s1), dmin * SmallUintToFloat(m1), d * SmallUintToFloat(s2),
             dmin * SmallUintToFloat(m2)};
   }
-  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) { return SubScales(r.hdr, u % 4); }
+  static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) { return SubScales(r.hdr, u & 3); }
   static __device__ __forceinline__ int PieceCol(int u, int p) {
     return (u / 4) * 256 + (p >= 4 ? 128 : 0) + (u % 4) * 32 + (p % 4) * 8;
   }
@@ -744,8 +779,27 @@ struct Fmt<DType::kQ6_K> {
     return {LdW<kNc>(reinterpret_cast<const uint4*>(ql)), LdW<kNc>(reinterpret_cast<const uint2*>(qh)),
             LdW<kNc>(reinterpret_cast<const uint4*>(sc)), LdW<kNc>(d)};
   }
+  // One row's arrays, for the int8 GEMV's loop (as Fmt<Q8_0>::RowPtr).
+  struct RowPtr {
+    const uint4* ql;
+    const uint2* qh;
+    const uint4* sc;
+    const uint16_t* d;
+  };
+  static __device__ __forceinline__ RowPtr Row(const WeightView& w, int64_t row) {
+    const int64_t K = w.cols, N = w.rows;
+    const uint8_t* base = static_cast<const uint8_t*>(w.data);
+    return {reinterpret_cast<const uint4*>(base + row * (K / 2)),
+            reinterpret_cast<const uint2*>(base + N * K / 2 + row * (K / 4)),
+            reinterpret_cast<const uint4*>(base + N * K * 3 / 4 + row * (K / 16)),
+            reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256)};
+  }
+  // Load(w, row, u) for the row p points at (u >= 0).
+  static __device__ __forceinline__ Raw LoadRow(const RowPtr& p, int u) {
+    return {__ldg(p.ql + u), __ldg(p.qh + u), __ldg(p.sc + (u >> 3)), __ldg(p.d + (u >> 3))};
+  }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
-    const int p = u % 8;
+    const int p = u & 7;  // u >= 0
     const float d = F16ToF32(r.d);
     const int8_t s1 = static_cast<int8_t>(((p < 4 ? r.sc.x : r.sc.y) >> (8 * (p & 3))) & 0xffu);
     const int8_t s2 = static_cast<int8_t>(((p < 4 ? r.sc.z : r.sc.w) >> (8 * (p & 3))) & 0xffu);

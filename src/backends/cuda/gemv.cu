@@ -222,6 +222,27 @@ __device__ __forceinline__ void LoadUnits(typename F::Raw (&raw)[kUnroll][kRows]
   }
 }
 
+// The int8 kernel's loads (GemvInt8Kernel): per row, pointers into the weight's arrays set once per row block
+// (F::Row), and per unit 32-bit offsets from them (F::LoadRow). F::Load works each address out again from
+// the row index in 64-bit arithmetic, which in the one-row loop of a q4_k GEMV was about a fifth of the PTX
+// instructions.
+template <typename F, int kRows, int RPT>
+__device__ __forceinline__ void RowPtrs(typename F::RowPtr (&rp)[kRows], const WeightView& w, const WeightView& up,
+                                        const int64_t (&rows)[RPT]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) rp[r] = F::Row(r < RPT ? w : up, rows[r % RPT]);
+}
+template <typename F, int kUnroll, int kRows>
+__device__ __forceinline__ void LoadUnitsAt(typename F::Raw (&raw)[kUnroll][kRows],
+                                            const typename F::RowPtr (&rp)[kRows], int u0, int G, int units) {
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    const int u = min(u0 + k * G, units - 1);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) raw[k][r] = F::LoadRow(rp[r], u);
+  }
+}
+
 // The row blocks a GEMV block works through: blockIdx.x, + gridDim.x, ... below a.n_blocks (one, when
 // the grid has a block per row block). For the current one: its segment, the group's first row and its
 // RPT rows, clamped (rows past N read valid memory and are not stored).
@@ -248,16 +269,17 @@ struct RowBlocks {
 
 // Stores the current row block's sums and moves to the next row block, whose first weight units start
 // loading before the reduction. Returns false after the last one. Every thread of the block calls it.
-template <typename F, int RPT, int R, bool kPair, int kUnroll, int kRows>
-__device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kRows][R],
-                                             typename F::Raw (&raw)[kUnroll][kRows], int lane_g, int units) {
+// load_first() loads the next row block's first units (rb already entered it).
+template <int RPT, int R, bool kPair, int kRows, typename LoadFirst>
+__device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kRows][R], int lane_g,
+                                             LoadFirst&& load_first) {
   const GemvSeg* done = rb.sg;
   const int64_t done_row0 = rb.row0;
   rb.vb += gridDim.x;
   const bool more = rb.vb < rb.a.n_blocks;
   if (more) {
     rb.Enter();
-    LoadUnits<F>(raw, rb.sg->w, rb.a.up, rb.rows, lane_g, rb.G, units);
+    load_first();
   }
   ReduceAndStore<RPT, R, kPair>(acc, rb.a, *done, lane_g, rb.grp, done_row0);
   if (more) __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
@@ -346,7 +368,9 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
         }
       }
     }
-    if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
+    if (!NextRowBlock<RPT, R, kPair>(rb, acc, lane_g,
+                                     [&] { LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, lane_g, G, units); }))
+      break;
   }
 }
 
@@ -453,29 +477,47 @@ struct Int8Dot<DType::kQ4_K> {
   static __device__ __forceinline__ uint4 Hi16(const uint4& q) {
     return make_uint4(q.x & 0xf0f0f0f0u, q.y & 0xf0f0f0f0u, q.z & 0xf0f0f0f0u, q.w & 0xf0f0f0f0u);
   }
+  // The activations a wide unit u multiplies: groups s0..s3 (Slot) of one token row, int8 values and {dx, dx
+  // sum q}. Loaded once per unit and token row and shared by the rows a thread holds.
+  struct Act {
+    uint4 q[4];
+    float2 ds[4];
+  };
+  template <bool kSmem>
+  static __device__ __forceinline__ Act LoadAct(int u, const int8_t* xq, const float2* xds, int64_t K) {
+    Act a;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int s = Slot<kSmem>(u, i, K);
+      a.q[i] = Ld16(xq + 16 * s);
+      a.ds[i] = xds[s];
+    }
+    return a;
+  }
   // Wide unit u: the low nibbles of qa and qb are sub-block 1's 32 values (two activation groups), the high
   // nibbles sub-block 2's: d1 dx sum q n - m1 dx sum q over each group, the same for sub-block 2.
-  template <bool kSmem>
-  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds, int64_t K) {
-    const int64_t s0 = Slot<kSmem>(u, 0, K), s1 = Slot<kSmem>(u, 1, K);
-    const int64_t s2 = Slot<kSmem>(u, 2, K), s3 = Slot<kSmem>(u, 3, K);
-    const int a0 = Dot16(Lo(raw.qa), Ld16(xq + 16 * s0)), a1 = Dot16(Lo(raw.qb), Ld16(xq + 16 * s1));
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, const Act& x) {
+    const int a0 = Dot16(Lo(raw.qa), x.q[0]), a1 = Dot16(Lo(raw.qb), x.q[1]);
     // The high nibbles' sums are 16 x theirs (|16 sum| <= 16 * 16 * 15 * 127 < 2^22, so DotToFloat holds);
     // the 1/16 goes into the scale. Scaling by a power of two is exact, so every rounding below is the one
     // the unscaled sums would give.
-    const int b0 = Dot16US(Hi16(raw.qa), Ld16(xq + 16 * s2)), b1 = Dot16US(Hi16(raw.qb), Ld16(xq + 16 * s3));
+    const int b0 = Dot16US(Hi16(raw.qa), x.q[2]), b1 = Dot16US(Hi16(raw.qb), x.q[3]);
     const float d2 = ctx.d2 * 0.0625f;
-    const float2 x0 = xds[s0], x1 = xds[s1], x2 = xds[s2], x3 = xds[s3];
+    const float2 x0 = x.ds[0], x1 = x.ds[1], x2 = x.ds[2], x3 = x.ds[3];
     const float v = fmaf(ctx.d1, fmaf(x0.x, DotToFloat(a0), x1.x * DotToFloat(a1)), -ctx.m1 * (x0.y + x1.y));
     return fmaf(d2, fmaf(x2.x, DotToFloat(b0), x3.x * DotToFloat(b1)), fmaf(-ctx.m2, x2.y + x3.y, v));
+  }
+  template <bool kSmem>
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
+                                              const float2* xds, int64_t K) {
+    return Dot(raw, ctx, LoadAct<kSmem>(u, xq, xds, K));
   }
   // ActSlot of group i (0, 1: columns 32 j and 32 j + 16 of super-block u / 4, j = u % 4; 2, 3: the same
   // + 128) of wide unit u: plane i at unit u in shared memory, else groups g, g + 1, g + 8, g + 9.
   template <bool kSmem>
-  static __device__ __forceinline__ int64_t Slot(int u, int i, int64_t K) {
+  static __device__ __forceinline__ int Slot(int u, int i, int64_t K) {
     if constexpr (kSmem)
-      return u + i * (K / 64);
+      return u + i * static_cast<int>(K / 64);  // 32-bit: slots of one row (K / 16 of them)
     else
       return (u / 4) * 16 + (u % 4) * 2 + i % 2 + 8 * (i / 2);
   }
@@ -491,14 +533,26 @@ struct Int8Dot<DType::kQ6_K> {
     return make_uint4(F::Values<h>(r, 0, r.ql.x), F::Values<h>(r, 1, r.ql.y), F::Values<h>(r, 2, r.ql.z),
                       F::Values<h>(r, 3, r.ql.w));
   }
+  // The activations unit u multiplies (columns c and c + 128, 16 each), as Int8Dot<Q4_K>::Act.
+  struct Act {
+    uint4 q[2];
+    float2 ds[2];
+  };
   template <bool kSmem>
-  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds, int64_t) {
-    const int c = (u / 8) * 256 + (u % 8) * 16;
-    const int s1 = Dot16(Run<0>(raw), Ld16(xq + c)), s2 = Dot16(Run<1>(raw), Ld16(xq + c + 128));
-    const float2 x1 = xds[c / 16], x2 = xds[c / 16 + 8];
+  static __device__ __forceinline__ Act LoadAct(int u, const int8_t* xq, const float2* xds, int64_t) {
+    const int c = (u >> 3) * 256 + (u & 7) * 16;  // u >= 0
+    return {{Ld16(xq + c), Ld16(xq + c + 128)}, {xds[c / 16], xds[c / 16 + 8]}};
+  }
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, const Act& x) {
+    const int s1 = Dot16(Run<0>(raw), x.q[0]), s2 = Dot16(Run<1>(raw), x.q[1]);
+    const float2 x1 = x.ds[0], x2 = x.ds[1];
     const float v = ctx.d1 * fmaf(x1.x, DotToFloat(s1), -32.0f * x1.y);
     return fmaf(ctx.d2, fmaf(x2.x, DotToFloat(s2), -32.0f * x2.y), v);
+  }
+  template <bool kSmem>
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
+                                              const float2* xds, int64_t K) {
+    return Dot(raw, ctx, LoadAct<kSmem>(u, xq, xds, K));
   }
 };
 
@@ -506,11 +560,21 @@ struct Int8Dot<DType::kQ6_K> {
 template <>
 struct Int8Dot<DType::kQ8_0> {
   using F = Fmt<DType::kQ8_0>;
+  struct Act {
+    uint4 q;
+    float dx;
+  };
+  template <bool kSmem>
+  static __device__ __forceinline__ Act LoadAct(int u, const int8_t* xq, const float2* xds, int64_t) {
+    return {Ld16(xq + 16 * u), xds[u].x};
+  }
+  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, const Act& x) {
+    return ctx.d * (x.dx * DotToFloat(Dot16(raw.q, x.q)));
+  }
   template <bool kSmem>
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds, int64_t) {
-    const int s = Dot16(raw.q, Ld16(xq + 16 * u));
-    return ctx.d * (xds[u].x * DotToFloat(s));
+                                              const float2* xds, int64_t K) {
+    return Dot(raw, ctx, LoadAct<kSmem>(u, xq, xds, K));
   }
 };
 
@@ -580,8 +644,10 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
+  typename F::RowPtr rp[kRows];
+  RowPtrs<F>(rp, rb.sg->w, a.up, rb.rows);
   typename F::Raw raw[kUnroll][kRows];
-  LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, lane_g, G, units);
+  LoadUnitsAt<F>(raw, rp, lane_g, G, units);
   PdlWait();
   PdlTrigger();
   if constexpr (kSmemX) {
@@ -606,22 +672,29 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
 #pragma unroll
       for (int t = 0; t < R; ++t) acc[r][t] = 0.0f;
     for (int u0 = lane_g; u0 < units; u0 += G * kUnroll) {
-      if (u0 != lane_g) LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, u0, G, units);
+      if (u0 != lane_g) LoadUnitsAt<F>(raw, rp, u0, G, units);
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int u = u0 + k * G;
         if (u < units) {
+          // Each token row's activations are loaded once for all the thread's rows.
+          typename Int8Dot<T>::Act act[R];
+#pragma unroll
+          for (int t = 0; t < R; ++t) act[t] = Int8Dot<T>::template LoadAct<kSmemX>(u, xqr[t], xdr[t], K);
 #pragma unroll
           for (int r = 0; r < kRows; ++r) {
             const typename F::Ctx ctx = F::MakeCtx(raw[k][r], u);
 #pragma unroll
-            for (int t = 0; t < R; ++t)
-              acc[r][t] += Int8Dot<T>::template Dot<kSmemX>(raw[k][r], ctx, u, xqr[t], xdr[t], K);
+            for (int t = 0; t < R; ++t) acc[r][t] += Int8Dot<T>::Dot(raw[k][r], ctx, act[t]);
           }
         }
       }
     }
-    if (!NextRowBlock<F, RPT, R, kPair>(rb, acc, raw, lane_g, units)) break;
+    const auto load_first = [&] {
+      RowPtrs<F>(rp, rb.sg->w, a.up, rb.rows);
+      LoadUnitsAt<F>(raw, rp, lane_g, G, units);
+    };
+    if (!NextRowBlock<RPT, R, kPair>(rb, acc, lane_g, load_first)) break;
   }
 }
 
