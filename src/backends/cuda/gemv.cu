@@ -138,6 +138,10 @@ constexpr int UnitsInFlight(int rpt) {
 // The same for format T: Q4_K's wide units are two 16-byte quant loads (and one header), so half as many.
 template <DType T>
 constexpr int UnitsInFlightT(int rpt) {
+#if defined(HYMT_TRY_INFLIGHT)
+  if (T == DType::kQ4_K && rpt == 2) return 2;
+  if (T == DType::kQ8_0 && rpt == 2) return 4;
+#endif
   return T == DType::kQ4_K && UnitsInFlight(rpt) > 1 ? UnitsInFlight(rpt) / 2 : UnitsInFlight(rpt);
 }
 
