@@ -136,12 +136,11 @@ constexpr int UnitsInFlight(int rpt) {
   return rpt >= 4 ? 1 : 4 / rpt;
 }
 // The same for format T: Q4_K's wide units are two 16-byte quant loads (and one header), so half as many.
+// Twice as many at one token row (q4_k 2 wide units, q8_0 4 units a row) took registers for fewer blocks per
+// SM (q4_k 79 -> 114, q8_0 63 -> 80) and made the decode graphs 1.6% and 2.1% longer on an H100
+// (docs/BENCHMARKS.md, "Addresses once per row block").
 template <DType T>
 constexpr int UnitsInFlightT(int rpt) {
-#if defined(HYMT_TRY_INFLIGHT)
-  if (T == DType::kQ4_K && rpt == 2) return 2;
-  if (T == DType::kQ8_0 && rpt == 2) return 4;
-#endif
   return T == DType::kQ4_K && UnitsInFlight(rpt) > 1 ? UnitsInFlight(rpt) / 2 : UnitsInFlight(rpt);
 }
 
