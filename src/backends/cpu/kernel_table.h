@@ -43,8 +43,9 @@ bool PairQ6KRowGroups();
 void SetPairQ6KRowGroups(int on);
 // Whether the packed GEMMs' later token tiles read a copy of each q4_k / q6_k row group that their first
 // tile expanded (nibbles and 6-bit codes as bytes, scales as floats) instead of unpacking the group again per
-// tile (matmul_packed.cc; matmul_packed_avx2.cc, per half group, where it pays: q6_k, and q4_k with
-// AVX-VNNI). The results are the same bit for bit. On by default; HYMT_CPU_EXPAND=0 turns it off.
+// tile (matmul_packed.cc; matmul_packed_avx2.cc, per half group), from the token counts where it pays
+// (each file's ExpandMinTokens). The results are the same bit for bit. On by default; HYMT_CPU_EXPAND=0 turns
+// it off.
 bool ExpandPackedGroups();
 // 1 or 0 sets the choice (tests run both), -1 restores the default.
 void SetExpandPackedGroups(int on);
