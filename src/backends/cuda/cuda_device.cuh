@@ -643,16 +643,8 @@ struct Fmt<DType::kQ8_0> {
   struct Ctx {
     float d;
   };
-  template <bool kNc = true>
-  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
-    const uint8_t* base = static_cast<const uint8_t*>(w.data);
-    const uint16_t* d = reinterpret_cast<const uint16_t*>(base + w.rows * w.cols);
-    return {LdW<kNc>(reinterpret_cast<const uint4*>(base + row * w.cols) + u),
-            LdW<kNc>(d + row * (w.cols / 32) + u / 2)};
-  }
-  // One row's arrays, for the int8 GEMV's loop (LoadRow): per unit a 16-byte and a 2-byte load at 32-bit
-  // offsets from pointers set once per row block, where Load works the row's address out again per unit in
-  // 64-bit arithmetic.
+  // One row's arrays (Row), and a unit's loads at 32-bit offsets from them (LoadRow): the int8 GEMV sets the
+  // pointers once per row block instead of working the row's address out again per unit in 64-bit arithmetic.
   struct RowPtr {
     const uint4* q;
     const uint16_t* d;
@@ -662,9 +654,14 @@ struct Fmt<DType::kQ8_0> {
     return {reinterpret_cast<const uint4*>(base + row * w.cols),
             reinterpret_cast<const uint16_t*>(base + w.rows * w.cols) + row * (w.cols / 32)};
   }
-  // Load(w, row, u) for the row p points at (u >= 0).
+  // Unit u (>= 0) of the row p points at.
+  template <bool kNc = true>
   static __device__ __forceinline__ Raw LoadRow(const RowPtr& p, int u) {
-    return {__ldg(p.q + u), __ldg(p.d + (u >> 1))};
+    return {LdW<kNc>(p.q + u), LdW<kNc>(p.d + (u >> 1))};
+  }
+  template <bool kNc = true>
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    return LoadRow<kNc>(Row(w, row), u);
   }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int) { return {F16ToF32(r.d)}; }
   static __device__ __forceinline__ int PieceCol(int u, int p) { return u * 16 + p * 8; }
@@ -695,40 +692,35 @@ struct Fmt<DType::kQ4_K> {
   struct Ctx {
     float d1, m1, d2, m2;  // scale and min of the unit's two sub-blocks
   };
-  template <bool kNc = true>
-  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
-    const uint8_t* base = static_cast<const uint8_t*>(w.data);
-    const int64_t nsb = w.cols / 256;
-    const uint8_t* hdr = base + w.rows * w.cols / 2 + (row * nsb + u / 4) * 16;
-    const uint8_t* qs = base + row * (w.cols / 2);
-    return {LdW<kNc>(reinterpret_cast<const uint4*>(hdr)),
-            LdW<kNc>(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 0, nsb))),
-            LdW<kNc>(reinterpret_cast<const uint4*>(qs + Q4KHalfOffset(u, 1, nsb)))};
-  }
-  // One row's arrays, for the int8 GEMV's loop (as Fmt<Q8_0>::RowPtr).
+  // One row's arrays, and a unit's loads from them (as Fmt<Q8_0>).
   struct RowPtr {
     const uint4* hdr;
     const uint8_t* qs;
-    int nsb;
+    uint32_t nsb;
   };
   static __device__ __forceinline__ RowPtr Row(const WeightView& w, int64_t row) {
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
     const int64_t nsb = w.cols / 256;
     return {reinterpret_cast<const uint4*>(base + w.rows * w.cols / 2) + row * nsb, base + row * (w.cols / 2),
-            static_cast<int>(nsb)};
+            static_cast<uint32_t>(nsb)};
   }
-  // Load(w, row, u) for the row p points at (u >= 0): Q4KHalfOffset in 32-bit arithmetic.
+  template <bool kNc = true>
   static __device__ __forceinline__ Raw LoadRow(const RowPtr& p, int u) {
-    const int span = u >> 5, m = min(p.nsb - 8 * span, 8);
-    const int off = span * 1024 + 16 * (u & 31);
-    return {__ldg(p.hdr + (u >> 2)), __ldg(reinterpret_cast<const uint4*>(p.qs + off)),
-            __ldg(reinterpret_cast<const uint4*>(p.qs + off + 64 * m))};
+    const uint32_t U = static_cast<uint32_t>(u);  // unsigned: the offsets' divisions are shifts
+    return {LdW<kNc>(p.hdr + U / 4),
+            LdW<kNc>(reinterpret_cast<const uint4*>(p.qs + Q4KHalfOffset<uint32_t>(U, 0, p.nsb))),
+            LdW<kNc>(reinterpret_cast<const uint4*>(p.qs + Q4KHalfOffset<uint32_t>(U, 1, p.nsb)))};
+  }
+  template <bool kNc = true>
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    return LoadRow<kNc>(Row(w, row), u);
   }
   // Scale and min of sub-blocks jj and 4 + jj (jj < 4) from the header's packed scales (bytes 4..15,
   // ggml's get_scale_min_k4): bytes jj, jj + 4 and jj + 8 of them hold both.
   static __device__ __forceinline__ Ctx SubScales(const uint4& h, int jj) {
     const float d = F16ToF32(h.x & 0xffffu), dmin = F16ToF32(h.x >> 16);
-    const uint32_t by = (h.y >> (8 * jj)) & 0xffu, bz = (h.z >> (8 * jj)) & 0xffu, bw = (h.w >> (8 * jj)) & 0xffu;
+    const uint32_t by = (h.y >> (8 * jj)) & 0xffu, bz = (h.z >> (8 * jj)) & 0xffu,
+                   bw = (h.w >> (8 * jj)) & 0xffu;
     const uint32_t s1 = by & 63u, m1 = bz & 63u;
     const uint32_t s2 = (bw & 0xfu) | ((by >> 6) << 4), m2 = (bw >> 4) | ((bz >> 6) << 4);
     return {d * SmallUintToFloat(s1), dmin * SmallUintToFloat(m1), d * SmallUintToFloat(s2),
@@ -768,18 +760,7 @@ struct Fmt<DType::kQ6_K> {
   struct Ctx {
     float d1, d2;  // d * scale of the unit's two runs of 16 (scales p and 8 + p)
   };
-  template <bool kNc = true>
-  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
-    const int64_t K = w.cols, N = w.rows;
-    const uint8_t* base = static_cast<const uint8_t*>(w.data);
-    const uint8_t* ql = base + row * (K / 2) + 16 * static_cast<int64_t>(u);
-    const uint8_t* qh = base + N * K / 2 + row * (K / 4) + 8 * static_cast<int64_t>(u);
-    const uint8_t* sc = base + N * K * 3 / 4 + row * (K / 16) + (u / 8) * 16;
-    const uint16_t* d = reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256) + u / 8;
-    return {LdW<kNc>(reinterpret_cast<const uint4*>(ql)), LdW<kNc>(reinterpret_cast<const uint2*>(qh)),
-            LdW<kNc>(reinterpret_cast<const uint4*>(sc)), LdW<kNc>(d)};
-  }
-  // One row's arrays, for the int8 GEMV's loop (as Fmt<Q8_0>::RowPtr).
+  // One row's arrays, and a unit's loads from them (as Fmt<Q8_0>).
   struct RowPtr {
     const uint4* ql;
     const uint2* qh;
@@ -794,9 +775,13 @@ struct Fmt<DType::kQ6_K> {
             reinterpret_cast<const uint4*>(base + N * K * 3 / 4 + row * (K / 16)),
             reinterpret_cast<const uint16_t*>(base + N * K * 13 / 16) + row * (K / 256)};
   }
-  // Load(w, row, u) for the row p points at (u >= 0).
+  template <bool kNc = true>
   static __device__ __forceinline__ Raw LoadRow(const RowPtr& p, int u) {
-    return {__ldg(p.ql + u), __ldg(p.qh + u), __ldg(p.sc + (u >> 3)), __ldg(p.d + (u >> 3))};
+    return {LdW<kNc>(p.ql + u), LdW<kNc>(p.qh + u), LdW<kNc>(p.sc + (u >> 3)), LdW<kNc>(p.d + (u >> 3))};
+  }
+  template <bool kNc = true>
+  static __device__ __forceinline__ Raw Load(const WeightView& w, int64_t row, int u) {
+    return LoadRow<kNc>(Row(w, row), u);
   }
   static __device__ __forceinline__ Ctx MakeCtx(const Raw& r, int u) {
     const int p = u & 7;  // u >= 0

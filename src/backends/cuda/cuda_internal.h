@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -38,11 +39,13 @@
 namespace hymt::cuda {
 
 // Byte offset, within a q4_k row of nsb super-blocks (layout above), of half h (0 or 1: quant bytes
-// 32 (U % 4) + 16 h .. + 16 of super-block U / 4) of wide unit U. Host and device (constexpr).
-constexpr int64_t Q4KHalfOffset(int64_t U, int h, int64_t nsb) {
-  const int64_t span = U / 32, t = U % 32;
-  const int64_t m = nsb - 8 * span < 8 ? nsb - 8 * span : 8;
-  return span * 1024 + 64 * m * h + 16 * t;
+// 32 (U % 4) + 16 h .. + 16 of super-block U / 4) of wide unit U. Host and device (constexpr); the int8
+// GEMV's loop takes it in 32-bit unsigned arithmetic (I = uint32_t).
+template <typename I = int64_t>
+constexpr I Q4KHalfOffset(std::type_identity_t<I> U, int h, std::type_identity_t<I> nsb) {
+  const I span = U / 32, t = U % 32;
+  const I m = nsb - 8 * span < 8 ? nsb - 8 * span : 8;
+  return span * 1024 + 64 * m * static_cast<I>(h) + 16 * t;
 }
 
 // Throws Error(kInternal), or kResourceExhausted for out-of-memory, naming the call, file and line.

@@ -226,9 +226,9 @@ __device__ __forceinline__ void LoadUnits(typename F::Raw (&raw)[kUnroll][kRows]
 }
 
 // The int8 kernel's loads (GemvInt8Kernel): per row, pointers into the weight's arrays set once per row block
-// (F::Row), and per unit 32-bit offsets from them (F::LoadRow). F::Load works each address out again from
-// the row index in 64-bit arithmetic, which in the one-row loop of a q4_k GEMV was about a fifth of the PTX
-// instructions.
+// (F::Row), and per unit 32-bit offsets from them (F::LoadRow). LoadUnits (F::Load) works each row's address
+// out again per unit in 64-bit arithmetic, which in the one-row loop of a q4_k GEMV was about a fifth of the
+// PTX instructions.
 template <typename F, int kRows, int RPT>
 __device__ __forceinline__ void RowPtrs(typename F::RowPtr (&rp)[kRows], const WeightView& w, const WeightView& up,
                                         const int64_t (&rows)[RPT]) {
@@ -465,8 +465,8 @@ __global__ __launch_bounds__(kThreads) void QuantizeActKernel(const uint16_t* x,
 
 // The int8 path loads the same units as the f32 path (Fmt<T>; for Q6_K 32 elements, two runs of 16 at c and
 // c + 128; for Q4_K 64, two runs of 32) and takes their dot products with int8 activations.
-// The dot product of one unit of a row with one int8 activation row (xq: the row's int8 values, xds: its
-// per-16 {dx, dx * sum q}).
+// LoadAct: the activations unit u multiplies, from one int8 activation row (xq: the row's int8 values, xds:
+// its per-16 {dx, dx * sum q}); Dot: their dot product with one row's unit.
 template <DType T>
 struct Int8Dot;
 
@@ -510,11 +510,6 @@ struct Int8Dot<DType::kQ4_K> {
     const float v = fmaf(ctx.d1, fmaf(x0.x, DotToFloat(a0), x1.x * DotToFloat(a1)), -ctx.m1 * (x0.y + x1.y));
     return fmaf(d2, fmaf(x2.x, DotToFloat(b0), x3.x * DotToFloat(b1)), fmaf(-ctx.m2, x2.y + x3.y, v));
   }
-  template <bool kSmem>
-  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds, int64_t K) {
-    return Dot(raw, ctx, LoadAct<kSmem>(u, xq, xds, K));
-  }
   // ActSlot of group i (0, 1: columns 32 j and 32 j + 16 of super-block u / 4, j = u % 4; 2, 3: the same
   // + 128) of wide unit u: plane i at unit u in shared memory, else groups g, g + 1, g + 8, g + 9.
   template <bool kSmem>
@@ -552,11 +547,6 @@ struct Int8Dot<DType::kQ6_K> {
     const float v = ctx.d1 * fmaf(x1.x, DotToFloat(s1), -32.0f * x1.y);
     return fmaf(ctx.d2, fmaf(x2.x, DotToFloat(s2), -32.0f * x2.y), v);
   }
-  template <bool kSmem>
-  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds, int64_t K) {
-    return Dot(raw, ctx, LoadAct<kSmem>(u, xq, xds, K));
-  }
 };
 
 // Q8_0: unit u is 16 int8 weights at column 16u with their block's scale d.
@@ -573,11 +563,6 @@ struct Int8Dot<DType::kQ8_0> {
   }
   static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, const Act& x) {
     return ctx.d * (x.dx * DotToFloat(Dot16(raw.q, x.q)));
-  }
-  template <bool kSmem>
-  static __device__ __forceinline__ float Dot(const F::Raw& raw, const F::Ctx& ctx, int u, const int8_t* xq,
-                                              const float2* xds, int64_t K) {
-    return Dot(raw, ctx, LoadAct<kSmem>(u, xq, xds, K));
   }
 };
 
@@ -827,9 +812,9 @@ __global__ __launch_bounds__(kThreads) void GemvBulkKernel(GemvArgs a, int stage
       for (int k = 0; k < kUnroll; ++k) {
         const int u = u0 + k * G;
         if (u < units) {
+          const typename Int8Dot<T>::Act act = Int8Dot<T>::template LoadAct<true>(u, sq, sd, K);
 #pragma unroll
-          for (int r = 0; r < kRows; ++r)
-            acc[r][0] += Int8Dot<T>::template Dot<true>(raw[k][r], F::MakeCtx(raw[k][r], u), u, sq, sd, K);
+          for (int r = 0; r < kRows; ++r) acc[r][0] += Int8Dot<T>::Dot(raw[k][r], F::MakeCtx(raw[k][r], u), act);
         }
       }
     }
