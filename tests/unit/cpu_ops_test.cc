@@ -508,34 +508,44 @@ TEST_P(CpuOpsTest, MatMulQ6KPairedOrSingleGroups) {
 // odd row counts (a partial last group), K over one and several super-blocks and a block of several groups.
 TEST_P(CpuOpsTest, MatMulExpandedGroupsSameBits) {
   const bool packs = GetParam() != Isa::kGeneric;
-  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
-    for (int64_t k : {256, 2048}) {
-      for (int64_t tokens : {5, 8, 9, 16, 17, 33, 64}) {
-        for (int64_t n : {16, 130}) {
-          SCOPED_TRACE(testing::Message()
-                       << DTypeName(t) << " k " << k << " tokens " << tokens << " rows " << n);
-          TestWeight tw = MakeWeight(t, n, k, rng_, 1.0f);
-          const Weight w = ops_->PrepareWeight(tw.w);
-          HostTensor x(tokens, k, 3, 1);
-          FillNormal(x, rng_, 1.0f, 0.3f);
-          HostTensor expanded(tokens, n), unpacked(tokens, n);
-          cpu::SetExpandPackedGroups(1);
-          ops_->MatMul(x.t, w, expanded.t);
-          cpu::SetExpandPackedGroups(0);
-          ops_->MatMul(x.t, w, unpacked.t);
-          cpu::SetExpandPackedGroups(-1);
-          ASSERT_EQ(
-              0, std::memcmp(expanded.storage.data(), unpacked.storage.data(), expanded.storage.size() * 4));
+  struct ResetPairs {
+    ~ResetPairs() { cpu::SetPairQ6KRowGroups(-1); }
+  } reset_pairs;
+  // q6_k both ways: one group at a time, and two at once (the AVX-512 pair kernel, on where
+  // PairQ6KRowGroups picks it).
+  for (int q6k_pairs : {0, 1}) {
+    cpu::SetPairQ6KRowGroups(q6k_pairs);
+    for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+      if (q6k_pairs == 1 && t != DType::kQ6_K) continue;
+      for (int64_t k : {256, 2048}) {
+        for (int64_t tokens : {5, 8, 9, 16, 17, 33, 64}) {
+          for (int64_t n : {16, 130}) {
+            SCOPED_TRACE(testing::Message() << DTypeName(t) << " k " << k << " tokens " << tokens << " rows "
+                                            << n << " q6_k pairs " << q6k_pairs);
+            TestWeight tw = MakeWeight(t, n, k, rng_, 1.0f);
+            const Weight w = ops_->PrepareWeight(tw.w);
+            HostTensor x(tokens, k, 3, 1);
+            FillNormal(x, rng_, 1.0f, 0.3f);
+            HostTensor expanded(tokens, n), unpacked(tokens, n);
+            cpu::SetExpandPackedGroups(1);
+            ops_->MatMul(x.t, w, expanded.t);
+            cpu::SetExpandPackedGroups(0);
+            ops_->MatMul(x.t, w, unpacked.t);
+            cpu::SetExpandPackedGroups(-1);
+            ASSERT_EQ(0, std::memcmp(expanded.storage.data(), unpacked.storage.data(),
+                                     expanded.storage.size() * 4));
+          }
         }
       }
     }
+    for (int on : {1, 0}) {
+      cpu::SetExpandPackedGroups(on);
+      for (DType t : {DType::kQ4_K, DType::kQ6_K})
+        EXPECT_EQ(packs, CheckMatMul(*ops_, {t, 40, 130, 1024, 1.0f}, rng_, true))
+            << DTypeName(t) << " " << on << " q6_k pairs " << q6k_pairs;
+    }
+    cpu::SetExpandPackedGroups(-1);
   }
-  for (int on : {1, 0}) {
-    cpu::SetExpandPackedGroups(on);
-    for (DType t : {DType::kQ4_K, DType::kQ6_K})
-      EXPECT_EQ(packs, CheckMatMul(*ops_, {t, 40, 130, 1024, 1.0f}, rng_, true)) << DTypeName(t) << " " << on;
-  }
-  cpu::SetExpandPackedGroups(-1);
 }
 
 // MatMulGroup and MatMulSwiGlu quantise x once for products whose packed weights share an activation

@@ -162,16 +162,19 @@ size_t ExpandedGroupBytes(DType t, int64_t k) {
   return 0;
 }
 
+// q6_k's pair kernel (two groups at once, where PairQ6KRowGroups) walks blocks of at least two groups.
 size_t ExpandScratchBytes(DType t, int64_t k) {
   const size_t expanded = ExpandedGroupBytes(t, k);
   if (expanded == 0) return 0;
-  return GroupsPerBlock(PackedGroupBytes(t, k)) * expanded + 64;
+  const size_t groups = GroupsPerBlock(PackedGroupBytes(t, k));
+  return (t == DType::kQ6_K ? std::max<size_t>(groups, 2) : groups) * expanded + 64;
 }
 
 size_t ExpandScratchBound(DType t, int64_t k_max) {
   const size_t per_block = ExpandedGroupBytes(t, kQKK);
   if (per_block == 0) return 0;
-  const size_t packed = std::max(kPackedBlockBytes, PackedGroupBytes(t, k_max));
+  const size_t packed =
+      std::max(kPackedBlockBytes, PackedGroupBytes(t, k_max) * (t == DType::kQ6_K ? 2 : 1));
   const size_t block = PackedBlockBytes(t);  // one super-block of a group (16 rows), packed
   return (packed + block - 1) / block * per_block + 64;
 }

@@ -58,7 +58,8 @@ size_t ExpandedGroupBytes(DType t, int64_t k);
 // included (0: t has none). MatMulPacked allocates exactly this.
 size_t ExpandScratchBytes(DType t, int64_t k);
 // The most ExpandScratchBytes(t, k) can be for any k up to k_max (a block of groups holds at most
-// max(kPackedBlockBytes, one group) packed bytes; smaller k can round to more of them than k_max does).
+// max(kPackedBlockBytes, one group; q6_k: two groups) packed bytes; smaller k can round to more of them
+// than k_max does).
 size_t ExpandScratchBound(DType t, int64_t k_max);
 // Writes groups [g_begin, g_end) of the weight `src` ([rows, k] in t's stored layout, rows row_bytes
 // apart) into `dst` (the whole packed weight).

@@ -20,7 +20,9 @@
 // (16 rows, at most a few hundred KiB) are walked again per tile from cache. For q4_k and q6_k the first tile
 // also stores what it expanded (kQ4KExpBlock / kQ6KExpBlock below: codes as bytes, scales as floats), and the
 // later tiles read that copy instead of unpacking again: in the kernel lab the 64-token GEMMs ran 1.06-1.13x
-// (q4_k) and 1.17-1.23x (q6_k) as fast on an Intel Xeon (docs/BENCHMARKS.md, "Expanded row groups").
+// (q4_k) and 1.17-1.23x (q6_k) as fast on an Intel Xeon (docs/BENCHMARKS.md, "Expanded row groups"). q6_k's
+// pair kernel (Q6KGroup2, the default where PairQ6KRowGroups, i.e. off Intel) stores and reads the same
+// copies, one per group: forced on the Intel Xeon, 1.35-1.43x at 64 tokens.
 // What bounds the prefill: on Zen 4, f32 multiplies and FMAs (like vpmulld, vpmaddwd and vpdpwssd) issue
 // on the same two pipes as vpdpbusd, one 512-bit instruction a cycle between them, while integer logic,
 // shifts, shuffles, conversions and loads issue beside them. Per token the f32 work is 2 slots per 8
@@ -370,10 +372,29 @@ void Q6KGroupExpanded(const uint8_t* e, const Q8KActRow* x, int64_t nb, __m512* 
   }
 }
 
-// Q6KGroup for two groups (32 rows) at once, sharing each activation broadcast (as Q8_0Group2).
-template <int kT, bool kStream>
+// A q6_k sub-block j of two groups (codes u0, u1; scales fs0, fs1) for tokens t < kT, into f0[t] and f1[t],
+// each activation broadcast feeding both groups' vpdpbusd; each sum as Q6KSubBlock's.
+template <int kT>
+inline void Q6KSubBlock2(const __m512i* u0, const __m512i* u1, __m512 fs0, __m512 fs1, const Q8KActRow* x,
+                         int64_t b, int j, __m512* f0, __m512* f1) {
+  for (int t = 0; t < kT; ++t) {
+    const int8_t* xs = x[t].blocks[b].qs + 16 * j;
+    __m512i i0 = _mm512_set1_epi32(x[t].off16[16 * b + j]), i1 = i0;
+    for (int c = 0; c < 4; ++c) {
+      const __m512i xb = Bcast32(xs + 4 * c);
+      i0 = _mm512_dpbusd_epi32(i0, u0[c], xb);
+      i1 = _mm512_dpbusd_epi32(i1, u1[c], xb);
+    }
+    f0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), fs0, f0[t]);
+    f1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), fs1, f1[t]);
+  }
+}
+
+// Q6KGroup for two groups (32 rows) at once, sharing each activation broadcast (as Q8_0Group2). kStore: also
+// writes each group's expanded copy (Q6KGroup's records) to e0 and e1, for Q6KGroup2Expanded.
+template <int kT, bool kStream, bool kStore = false>
 void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t nb, __m512* acc0,
-               __m512* acc1) {
+               __m512* acc1, uint8_t* e0 = nullptr, uint8_t* e1 = nullptr) {
   constexpr size_t kBlock = 32 + 256 + 2048 + 1024;
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchAhead<kStream>(g0 + b * kBlock, 32);
@@ -393,18 +414,44 @@ void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t
         __m512i u0[4], u1[4];
         ExpandQ6KSubBlock(p0 + 416 * p + 32 + 192 * e, u0);
         ExpandQ6KSubBlock(p1 + 416 * p + 32 + 192 * e, u1);
-        for (int t = 0; t < kT; ++t) {
-          const int8_t* xs = x[t].blocks[b].qs + 16 * j;
-          __m512i i0 = _mm512_set1_epi32(x[t].off16[16 * b + j]), i1 = i0;
+        if constexpr (kStore) {
+          uint8_t* es0 = e0 + b * kQ6KExpBlock + kQ6KExpSub * j;
+          uint8_t* es1 = e1 + b * kQ6KExpBlock + kQ6KExpSub * j;
+          Store512(es0, fs0);
+          Store512(es1, fs1);
           for (int c = 0; c < 4; ++c) {
-            const __m512i xb = Bcast32(xs + 4 * c);
-            i0 = _mm512_dpbusd_epi32(i0, u0[c], xb);
-            i1 = _mm512_dpbusd_epi32(i1, u1[c], xb);
+            Store512(es0 + 64 * (c + 1), u0[c]);
+            Store512(es1 + 64 * (c + 1), u1[c]);
           }
-          f0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), fs0, f0[t]);
-          f1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), fs1, f1[t]);
         }
+        Q6KSubBlock2<kT>(u0, u1, fs0, fs1, x, b, j, f0, f1);
       }
+    }
+    for (int t = 0; t < kT; ++t) {
+      const __m512 dx = _mm512_set1_ps(x[t].blocks[b].d);
+      acc0[t] = _mm512_fmadd_ps(f0[t], dx, acc0[t]);
+      acc1[t] = _mm512_fmadd_ps(f1[t], dx, acc1[t]);
+    }
+  }
+}
+
+// Q6KGroup2<kT> for two groups that Q6KGroup2<.., kStore> expanded to e0 and e1 (the same results bit for
+// bit).
+template <int kT>
+void Q6KGroup2Expanded(const uint8_t* e0, const uint8_t* e1, const Q8KActRow* x, int64_t nb, __m512* acc0,
+                       __m512* acc1) {
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512 f0[kT], f1[kT];
+    for (int t = 0; t < kT; ++t) f0[t] = f1[t] = _mm512_setzero_ps();
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t* es0 = e0 + b * kQ6KExpBlock + kQ6KExpSub * j;
+      const uint8_t* es1 = e1 + b * kQ6KExpBlock + kQ6KExpSub * j;
+      __m512i u0[4], u1[4];
+      for (int c = 0; c < 4; ++c) {
+        u0[c] = _mm512_load_si512(es0 + 64 * (c + 1));
+        u1[c] = _mm512_load_si512(es1 + 64 * (c + 1));
+      }
+      Q6KSubBlock2<kT>(u0, u1, _mm512_load_ps(es0), _mm512_load_ps(es1), x, b, j, f0, f1);
     }
     for (int t = 0; t < kT; ++t) {
       const __m512 dx = _mm512_set1_ps(x[t].blocks[b].d);
@@ -464,9 +511,11 @@ void MultiTile(const MatMulArgs& a, const uint8_t* g0, size_t group_bytes, const
 
 constexpr int kPairTokenTile = 6;
 // Two groups (rows n0 .. n0 + 31, all valid) of a q8_0 or q6_k weight against tokens [t0, t0 + kT).
+// e0, e1: for q6_k, where the two groups' expanded copies go (the first tile, kStream) or are (later tiles),
+// or null (as GroupTile's e).
 template <int kT, bool kStream>
 void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const uint8_t* xq,
-              size_t xq_row_bytes, int64_t t0, int64_t n0) {
+              size_t xq_row_bytes, int64_t t0, int64_t n0, uint8_t* e0, uint8_t* e1) {
   __m512 acc0[kT], acc1[kT];
   for (int t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   if (a.w_dtype == DType::kQ8_0) {
@@ -476,7 +525,14 @@ void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const u
   } else {
     Q8KActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
-    Q6KGroup2<kT, kStream>(g0, g1, x, a.k / 256, acc0, acc1);
+    const int64_t nb = a.k / 256;
+    if (e0 == nullptr) {
+      Q6KGroup2<kT, kStream>(g0, g1, x, nb, acc0, acc1);
+    } else if constexpr (kStream) {
+      Q6KGroup2<kT, true, true>(g0, g1, x, nb, acc0, acc1, e0, e1);
+    } else {
+      Q6KGroup2Expanded<kT>(e0, e1, x, nb, acc0, acc1);
+    }
   }
   const __m512 scale = _mm512_set1_ps(a.scale);
   for (int t = 0; t < kT; ++t) {
@@ -486,7 +542,7 @@ void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const u
   }
 }
 using PairTileFn = void (*)(const MatMulArgs&, const uint8_t*, const uint8_t*, const uint8_t*, size_t,
-                            int64_t, int64_t);
+                            int64_t, int64_t, uint8_t*, uint8_t*);
 template <int... kTs>
 PairTileFn PickPairTile(int tile, bool stream, std::integer_sequence<int, kTs...>) {
   static constexpr PairTileFn kTiles[] = {&PairTile<kTs + 1, false>...};
@@ -525,6 +581,11 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
       MultiTile<kDecodeGroups>(a, a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes, group_bytes, x,
                                n0);
   }
+  // Several token tiles: the first expands each q4_k / q6_k group for the others (ExpandedGroupBytes).
+  const size_t exp_bytes = a.n_tokens > ExpandMinTokens(a.w_dtype) && ExpandPackedGroups()
+                               ? ExpandedGroupBytes(a.w_dtype, a.k)
+                               : 0;
+  uint8_t* exp = exp_bytes > 0 ? ExpandScratch(ExpandScratchBytes(a.w_dtype, a.k)) : nullptr;
   int64_t n_pairs_end = n_multi_end;
   const bool pairs = a.w_dtype == DType::kQ8_0 || (a.w_dtype == DType::kQ6_K && PairQ6KRowGroups());
   if (pairs && a.n_tokens > 1) {  // one token (decode): q6_k is bound by memory either way
@@ -538,16 +599,12 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
         const PairTileFn fn = PickPairTile(tile, t0 == 0, std::make_integer_sequence<int, kPairTokenTile>{});
         for (int64_t n0 = b0; n0 < b1; n0 += 2 * kPackRows) {
           const uint8_t* g0 = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
-          fn(a, g0, g0 + group_bytes, x, xq_row_bytes, t0, n0);
+          uint8_t* e0 = exp != nullptr ? exp + static_cast<size_t>((n0 - b0) / kPackRows) * exp_bytes : nullptr;
+          fn(a, g0, g0 + group_bytes, x, xq_row_bytes, t0, n0, e0, e0 != nullptr ? e0 + exp_bytes : nullptr);
         }
       }
     }
   }
-  // Several token tiles: the first expands each q4_k / q6_k group for the others (ExpandedGroupBytes).
-  const size_t exp_bytes = a.n_tokens > ExpandMinTokens(a.w_dtype) && ExpandPackedGroups()
-                               ? ExpandedGroupBytes(a.w_dtype, a.k)
-                               : 0;
-  uint8_t* exp = exp_bytes > 0 ? ExpandScratch(ExpandScratchBytes(a.w_dtype, a.k)) : nullptr;
   for (int64_t b0 = n_pairs_end; b0 < n_end; b0 += block_rows) {
     const int64_t b1 = Min(b0 + block_rows, n_end);
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenTile) {
