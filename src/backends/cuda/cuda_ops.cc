@@ -709,7 +709,7 @@ class CudaOpsImpl final : public CudaOps {
     const WeightView& wv = parts[0].w;
     Trace({kOpMatMulAdd, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), static_cast<int64_t>(wv.dtype),
            wv.rows, wv.cols, Bits(wv.scale), Ptr(residual.data), residual.stride});
-    if (!Launching() || Skip(wv.cols > wv.rows ? 64 : 16)) return;
+    if (!Launching() || Skip(wv.cols > wv.rows ? 64 : 16)) return;  // down_proj: wider than tall
     RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr);
   }
 

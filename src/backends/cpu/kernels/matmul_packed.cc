@@ -390,6 +390,17 @@ inline void Q6KSubBlock2(const __m512i* u0, const __m512i* u1, __m512 fs0, __m51
   }
 }
 
+// The end of q6_k super-block b for two groups: their sums f0[t], f1[t] times d_x, into acc0[t], acc1[t].
+template <int kT>
+inline void Q6KFinish2(const __m512* f0, const __m512* f1, const Q8KActRow* x, int64_t b, __m512* acc0,
+                       __m512* acc1) {
+  for (int t = 0; t < kT; ++t) {
+    const __m512 dx = _mm512_set1_ps(x[t].blocks[b].d);
+    acc0[t] = _mm512_fmadd_ps(f0[t], dx, acc0[t]);
+    acc1[t] = _mm512_fmadd_ps(f1[t], dx, acc1[t]);
+  }
+}
+
 // Q6KGroup for two groups (32 rows) at once, sharing each activation broadcast (as Q8_0Group2). kStore: also
 // writes each group's expanded copy (Q6KGroup's records) to e0 and e1, for Q6KGroup2Expanded.
 template <int kT, bool kStream, bool kStore = false>
@@ -427,11 +438,7 @@ void Q6KGroup2(const uint8_t* g0, const uint8_t* g1, const Q8KActRow* x, int64_t
         Q6KSubBlock2<kT>(u0, u1, fs0, fs1, x, b, j, f0, f1);
       }
     }
-    for (int t = 0; t < kT; ++t) {
-      const __m512 dx = _mm512_set1_ps(x[t].blocks[b].d);
-      acc0[t] = _mm512_fmadd_ps(f0[t], dx, acc0[t]);
-      acc1[t] = _mm512_fmadd_ps(f1[t], dx, acc1[t]);
-    }
+    Q6KFinish2<kT>(f0, f1, x, b, acc0, acc1);
   }
 }
 
@@ -453,11 +460,7 @@ void Q6KGroup2Expanded(const uint8_t* e0, const uint8_t* e1, const Q8KActRow* x,
       }
       Q6KSubBlock2<kT>(u0, u1, _mm512_load_ps(es0), _mm512_load_ps(es1), x, b, j, f0, f1);
     }
-    for (int t = 0; t < kT; ++t) {
-      const __m512 dx = _mm512_set1_ps(x[t].blocks[b].d);
-      acc0[t] = _mm512_fmadd_ps(f0[t], dx, acc0[t]);
-      acc1[t] = _mm512_fmadd_ps(f1[t], dx, acc1[t]);
-    }
+    Q6KFinish2<kT>(f0, f1, x, b, acc0, acc1);
   }
 }
 
@@ -511,11 +514,11 @@ void MultiTile(const MatMulArgs& a, const uint8_t* g0, size_t group_bytes, const
 
 constexpr int kPairTokenTile = 6;
 // Two groups (rows n0 .. n0 + 31, all valid) of a q8_0 or q6_k weight against tokens [t0, t0 + kT).
-// e0, e1: for q6_k, where the two groups' expanded copies go (the first tile, kStream) or are (later tiles),
-// or null (as GroupTile's e).
+// e: for q6_k, where the two groups' expanded copies go (the first tile, kStream) or are (later tiles), one
+// after the other, or null (as GroupTile's e).
 template <int kT, bool kStream>
 void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const uint8_t* xq,
-              size_t xq_row_bytes, int64_t t0, int64_t n0, uint8_t* e0, uint8_t* e1) {
+              size_t xq_row_bytes, int64_t t0, int64_t n0, uint8_t* e) {
   __m512 acc0[kT], acc1[kT];
   for (int t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   if (a.w_dtype == DType::kQ8_0) {
@@ -526,12 +529,13 @@ void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const u
     Q8KActRow x[kT];
     for (int t = 0; t < kT; ++t) x[t] = ViewQ8KActRow(xq + (t0 + t) * xq_row_bytes, a.k);
     const int64_t nb = a.k / 256;
-    if (e0 == nullptr) {
+    uint8_t* e1 = e != nullptr ? e + ExpandedGroupBytes(a.w_dtype, a.k) : nullptr;
+    if (e == nullptr) {
       Q6KGroup2<kT, kStream>(g0, g1, x, nb, acc0, acc1);
     } else if constexpr (kStream) {
-      Q6KGroup2<kT, true, true>(g0, g1, x, nb, acc0, acc1, e0, e1);
+      Q6KGroup2<kT, true, true>(g0, g1, x, nb, acc0, acc1, e, e1);
     } else {
-      Q6KGroup2Expanded<kT>(e0, e1, x, nb, acc0, acc1);
+      Q6KGroup2Expanded<kT>(e, e1, x, nb, acc0, acc1);
     }
   }
   const __m512 scale = _mm512_set1_ps(a.scale);
@@ -542,7 +546,7 @@ void PairTile(const MatMulArgs& a, const uint8_t* g0, const uint8_t* g1, const u
   }
 }
 using PairTileFn = void (*)(const MatMulArgs&, const uint8_t*, const uint8_t*, const uint8_t*, size_t,
-                            int64_t, int64_t, uint8_t*, uint8_t*);
+                            int64_t, int64_t, uint8_t*);
 template <int... kTs>
 PairTileFn PickPairTile(int tile, bool stream, std::integer_sequence<int, kTs...>) {
   static constexpr PairTileFn kTiles[] = {&PairTile<kTs + 1, false>...};
@@ -599,8 +603,8 @@ void MatMulPacked(const MatMulArgs& a, const void* xq, size_t xq_row_bytes, int6
         const PairTileFn fn = PickPairTile(tile, t0 == 0, std::make_integer_sequence<int, kPairTokenTile>{});
         for (int64_t n0 = b0; n0 < b1; n0 += 2 * kPackRows) {
           const uint8_t* g0 = a.w + static_cast<size_t>(n0 / kPackRows) * group_bytes;
-          uint8_t* e0 = exp != nullptr ? exp + static_cast<size_t>((n0 - b0) / kPackRows) * exp_bytes : nullptr;
-          fn(a, g0, g0 + group_bytes, x, xq_row_bytes, t0, n0, e0, e0 != nullptr ? e0 + exp_bytes : nullptr);
+          fn(a, g0, g0 + group_bytes, x, xq_row_bytes, t0, n0,
+             exp != nullptr ? exp + static_cast<size_t>((n0 - b0) / kPackRows) * exp_bytes : nullptr);
         }
       }
     }
