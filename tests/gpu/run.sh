@@ -99,11 +99,12 @@ if [[ $TESTS == ON ]]; then
   timeout 300 "$BUILD/tests/hymt_gpu_tests" --gtest_output=xml:"$OUT/gpu_tests.xml" >"$OUT/gpu_tests.log" 2>&1
   test_rc=$?
   stamp "tests exit $test_rc"
-  # Switches that are off by default: their tests again with the switch on. rerun NAME VAR=VALUE FILTER
+  # Switches that are off by default: their tests again with the switch on (or a default switched off).
+  # rerun NAME "VAR=VALUE ..." FILTER
   # writes gpu_tests_NAME.{log,xml}; the summary reports each.
   rerun() {
     stamp "hymt_gpu_tests with $2"
-    env "$2" timeout 120 "$BUILD/tests/hymt_gpu_tests" --gtest_filter="$3" \
+    env $2 timeout 120 "$BUILD/tests/hymt_gpu_tests" --gtest_filter="$3" \
       --gtest_output=xml:"$OUT/gpu_tests_$1.xml" >"$OUT/gpu_tests_$1.log" 2>&1
     local rc=$?
     stamp "tests with $2 exit $rc"
@@ -117,6 +118,9 @@ if [[ $TESTS == ON ]]; then
   # (CudaMatMulTest.BulkAndRegisterKernels runs both kernels against the reference either way).
   rerun bulk HYMT_GEMV_BULK=1 \
     'CudaOpsTest.Fused*:CudaOpsTest.MixedType*:CudaMatMulTest.PersistentBlocks:CudaMatMulTest.Prequant*:CudaGraphTest.*'
+  # Switched off by default: a replayed step's uploads as copies, and the greedy ids' copy on the compute
+  # stream (the defaults: one kernel, and a stream of its own).
+  rerun copies "HYMT_STAGE_KERNEL=0 HYMT_IDS_STREAM=0" 'CudaGraphTest.*:CudaStreaming.Lookahead*'
 fi
 
 # ---- bench ----

@@ -308,6 +308,10 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 cudaError_t cudaFreeHost(void* p) {
   return cudaFree(p);
 }
+cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned) {
+  *dev = host;  // one address space, as under unified addressing
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
   emu::Enqueue(s, [=] { std::memcpy(dst, src, bytes); });
   return cudaSuccess;

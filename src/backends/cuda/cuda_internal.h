@@ -140,6 +140,17 @@ void LaunchAdd(MatView x, MatView y, cudaStream_t stream);
 void LaunchGatherRows(MatView x, int elem_bytes, const int32_t* rows, MatView out, cudaStream_t stream);
 // Fills n 16-bit values at p (tests and the bench poison buffers with it).
 void LaunchFill16(void* p, int64_t n, uint16_t value, cudaStream_t stream);
+// A replayed step's staged words (cuda_ops.cc, Launch): words [0, batch.words) of batch.src into batch.dst,
+// then those of ops, except words [feed_first, feed_first + feed_words) of ops, which come from `feed` (the
+// greedy ids of the step before, on the device). The sources are pinned host memory, read over the bus. One
+// kernel between two decode graphs instead of two host-to-device copies and a device-to-device one.
+struct StageWords {
+  const int32_t* src = nullptr;
+  int32_t* dst = nullptr;
+  int64_t words = 0;
+};
+void LaunchStageWords(StageWords batch, StageWords ops, const int32_t* feed, int64_t feed_first,
+                      int64_t feed_words, cudaStream_t stream);
 
 // ---- kv.cu ----
 void LaunchKvWrite(MatView k, MatView v, const KvView& kv, BatchView batch, cudaStream_t stream);

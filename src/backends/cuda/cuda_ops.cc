@@ -186,6 +186,7 @@ class CudaBuffer final : public Buffer {
 struct StagingArea {
   PinnedMemory host;
   DeviceMemory dev;
+  const void* host_dev = nullptr;  // `host` as kernels address it (cudaHostGetDevicePointer); null: none
   size_t capacity = 0;
   size_t used = 0;
   Event done;
@@ -415,6 +416,7 @@ class CudaOpsImpl final : public CudaOps {
     sm_count_ = prop.multiProcessorCount;
     cc_major_ = prop.major;
     HYMT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    HYMT_CUDA_CHECK(cudaStreamCreateWithFlags(&ids_stream_, cudaStreamNonBlocking));
     HYMT_CUBLAS_CHECK(cublasCreate(&cublas_));
     HYMT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     cublas_ws_ = DeviceMemory(options.cublas_workspace_bytes, "the cuBLAS workspace", device);
@@ -428,6 +430,12 @@ class CudaOpsImpl final : public CudaOps {
       area->capacity = options.staging_bytes;
       area->host = PinnedMemory(options.staging_bytes, "step staging");
       area->dev = DeviceMemory(options.staging_bytes, "step staging", device);
+      void* p = nullptr;
+      if (cudaHostGetDevicePointer(&p, area->host.get(), 0) == cudaSuccess) {
+        area->host_dev = p;
+      } else {
+        cudaGetLastError();  // no device address: Launch copies instead (StageByKernel)
+      }
     }
     HYMT_LOG_DEBUG("cuda:", device, " ", prop.name, ", ", sm_count_, " SMs, scratch ",
                    FormatBytes(ScratchBytes()));
@@ -441,9 +449,11 @@ class CudaOpsImpl final : public CudaOps {
       if (g != nullptr) cudaGraphDestroy(g);
     }
     cudaStreamSynchronize(stream_);
+    if (ids_stream_ != nullptr) cudaStreamSynchronize(ids_stream_);
     cudaGetLastError();
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (ids_stream_ != nullptr) cudaStreamDestroy(ids_stream_);
   }
 
   std::string name() const override { return "cuda"; }
@@ -542,6 +552,7 @@ class CudaOpsImpl final : public CudaOps {
     ExpectEager("Sync");
     Bind(device_);
     HYMT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    HYMT_CUDA_CHECK(cudaStreamSynchronize(ids_stream_));
     uploader_.Sync();  // prefetched layer copies too (their slots may be freed next)
   }
 
@@ -954,8 +965,17 @@ class CudaOpsImpl final : public CudaOps {
     }
     cuda::LaunchArgmaxRows(logits.data, logits.dtype == DType::kF32, logits.rows, logits.stride, n_valid,
                            static_cast<int32_t*>(g.dev.get()), stream_);
-    HYMT_CUDA_CHECK(cudaMemcpyAsync(g.host.get(), g.dev.get(), bytes, cudaMemcpyDeviceToHost, stream_));
-    HYMT_CUDA_CHECK(cudaEventRecord(g.done.get(), stream_));
+    // The ids' copy to the host on a stream of its own (HYMT_IDS_STREAM=0: on this one), so that the next
+    // step's launch does not queue behind it. g.dev is written again only after CollectGreedy has waited
+    // for the copy (a ticket is reused only once collected).
+    static const bool own_stream = !cuda::EnvEquals("HYMT_IDS_STREAM", "0");
+    cudaStream_t copy = own_stream ? ids_stream_ : stream_;
+    if (own_stream) {
+      HYMT_CUDA_CHECK(cudaEventRecord(g.ready.get(), stream_));
+      HYMT_CUDA_CHECK(cudaStreamWaitEvent(copy, g.ready.get(), 0));
+    }
+    HYMT_CUDA_CHECK(cudaMemcpyAsync(g.host.get(), g.dev.get(), bytes, cudaMemcpyDeviceToHost, copy));
+    HYMT_CUDA_CHECK(cudaEventRecord(g.done.get(), copy));
     g.rows = static_cast<size_t>(logits.rows);
     g.pending = true;
     next_greedy_ ^= 1;
@@ -1536,18 +1556,33 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   // Uploads the graph's staged bytes (and the fed ids over the Embed slot), then launches it. The areas'
-  // `done` follows the uploads, so the host may stage the next step while this one runs.
+  // `done` follows the uploads, so the host may stage the next step while this one runs. The uploads are one
+  // kernel reading the pinned areas (StageByKernel): on an H100 the time between two batch-1 decode graphs
+  // went from 30-31 to 19 us against two copies from the host and one on the device (docs/BENCHMARKS.md).
   void Launch(GraphImpl& g, const GreedyIds* feed = nullptr) {
     ReadGraphTimes();
-    if (g.batch_bytes > 0)
-      HYMT_CUDA_CHECK(cudaMemcpyAsync(batch_area_.dev.get(), batch_area_.host.get(), g.batch_bytes,
-                                      cudaMemcpyHostToDevice, stream_));
-    if (g.ops_bytes > 0)
-      HYMT_CUDA_CHECK(cudaMemcpyAsync(ops_area_.dev.get(), ops_area_.host.get(), g.ops_bytes,
-                                      cudaMemcpyHostToDevice, stream_));
-    if (feed != nullptr)
-      HYMT_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(ops_area_.dev.get()) + g.slots[0].offset, feed->dev.get(),
-                                      g.slots[0].bytes, cudaMemcpyDeviceToDevice, stream_));
+    if (StageByKernel(g)) {
+      auto words = [](const StagingArea& a, size_t bytes) {
+        return cuda::StageWords{reinterpret_cast<const int32_t*>(a.host_dev),
+                                static_cast<int32_t*>(a.dev.get()),
+                                static_cast<int64_t>(RoundUp(bytes, 4) / 4)};
+      };
+      cuda::LaunchStageWords(words(batch_area_, g.batch_bytes), words(ops_area_, g.ops_bytes),
+                             feed != nullptr ? static_cast<const int32_t*>(feed->dev.get()) : nullptr,
+                             static_cast<int64_t>(g.slots.empty() ? 0 : g.slots[0].offset / 4),
+                             feed != nullptr ? static_cast<int64_t>(g.slots[0].bytes / 4) : 0, stream_);
+    } else {
+      if (g.batch_bytes > 0)
+        HYMT_CUDA_CHECK(cudaMemcpyAsync(batch_area_.dev.get(), batch_area_.host.get(), g.batch_bytes,
+                                        cudaMemcpyHostToDevice, stream_));
+      if (g.ops_bytes > 0)
+        HYMT_CUDA_CHECK(cudaMemcpyAsync(ops_area_.dev.get(), ops_area_.host.get(), g.ops_bytes,
+                                        cudaMemcpyHostToDevice, stream_));
+      if (feed != nullptr)
+        HYMT_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(ops_area_.dev.get()) + g.slots[0].offset,
+                                        feed->dev.get(), g.slots[0].bytes, cudaMemcpyDeviceToDevice,
+                                        stream_));
+    }
     auto uploaded = [&] {
       HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
       HYMT_CUDA_CHECK(cudaEventRecord(ops_area_.done.get(), stream_));
@@ -1562,6 +1597,18 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUDA_CHECK(cudaEventRecord(t.end.get(), stream_));
     t.pending = true;
     if (g.reads_host) uploaded();  // its copies from pinned staging run inside the graph
+  }
+
+  // True when Launch copies g's staged bytes with one kernel (LaunchStageWords) rather than two copies from
+  // the host and one on the device: on by default (HYMT_STAGE_KERNEL=0: the copies) where both areas'
+  // pinned memory has a device address, their bytes round up to whole words within the areas, and the
+  // fed ids' slot is word-aligned.
+  bool StageByKernel(const GraphImpl& g) const {
+    static const bool on = !cuda::EnvEquals("HYMT_STAGE_KERNEL", "0");
+    if (!on || g.reads_host || batch_area_.host_dev == nullptr || ops_area_.host_dev == nullptr) return false;
+    const bool fit =
+        RoundUp(g.batch_bytes, 4) <= batch_area_.capacity && RoundUp(g.ops_bytes, 4) <= ops_area_.capacity;
+    return fit && (g.slots.empty() || (g.slots[0].offset % 4 == 0 && g.slots[0].bytes % 4 == 0));
   }
 
   // Adds the device time of every timed launch that has finished, oldest first; never waits.
@@ -1613,6 +1660,7 @@ class CudaOpsImpl final : public CudaOps {
   int sm_count_ = 0;
   int cc_major_ = 0;  // compute capability (major), for kernels that need sm_80+
   cudaStream_t stream_ = nullptr;
+  cudaStream_t ids_stream_ = nullptr;  // the greedy ids' copies to the host (LaunchGreedy)
   cublasHandle_t cublas_ = nullptr;
   DeviceMemory cublas_ws_, dequant_, attn_, act_;
   StagingArea batch_area_, ops_area_;
@@ -1624,6 +1672,7 @@ class CudaOpsImpl final : public CudaOps {
   struct GreedyIds {
     DeviceMemory dev;
     PinnedMemory host;
+    Event ready;  // the argmax has written dev (ids_stream_ waits for it)
     Event done;
     size_t rows = 0;
     bool pending = false;

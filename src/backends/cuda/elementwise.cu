@@ -1,4 +1,5 @@
-// Element-wise ops on bf16 activation rows: SwiGLU, the residual add, row gathers and buffer fills.
+// Element-wise ops on bf16 activation rows: SwiGLU, the residual add, row gathers and buffer fills; and the
+// copy of a replayed step's staged words.
 //
 // Bytes (bf16): SwiGlu reads 2 and writes 1 element per output (6 * rows * cols bytes), Add the same;
 // GatherRows copies rows * row bytes. One block per row with coalesced scalar accesses: these are small
@@ -45,7 +46,33 @@ __global__ void Fill16Kernel(uint16_t* p, int64_t n, uint16_t value) {
     p[i] = value;
 }
 
+// One thread per word, blocks striding: the batch's words, then the ops area's (the fed ids over their slot).
+__global__ __launch_bounds__(kThreads) void StageWordsKernel(StageWords batch, StageWords ops,
+                                                             const int32_t* feed, int64_t feed_first,
+                                                             int64_t feed_words) {
+  const int64_t n = batch.words + ops.words;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    if (i < batch.words) {
+      batch.dst[i] = batch.src[i];
+      continue;
+    }
+    const int64_t j = i - batch.words;
+    ops.dst[j] = j >= feed_first && j < feed_first + feed_words ? feed[j - feed_first] : ops.src[j];
+  }
+}
+
 }  // namespace
+
+void LaunchStageWords(StageWords batch, StageWords ops, const int32_t* feed, int64_t feed_first,
+                      int64_t feed_words, cudaStream_t stream) {
+  const int64_t n = batch.words + ops.words;
+  if (n == 0) return;
+  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 256);
+  StageWordsKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(batch, ops, feed, feed_first,
+                                                                           feed_words);
+  HYMT_CUDA_CHECK_LAUNCH();
+}
 
 void LaunchSwiGlu(MatView gate, MatView up, MatView out, cudaStream_t stream) {
   if (gate.rows == 0) return;

@@ -254,6 +254,7 @@ template <typename T> cudaError_t cudaMalloc(T** p, size_t bytes) { return cudaM
 cudaError_t cudaFree(void* p);
 cudaError_t cudaMallocHost(void** p, size_t bytes);
 cudaError_t cudaFreeHost(void* p);
+cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned flags);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s);
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                               size_t height, cudaMemcpyKind, cudaStream_t s);
