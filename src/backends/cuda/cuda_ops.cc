@@ -68,6 +68,7 @@ constexpr int kQuantGemvMaxRows = 32;
 // Pinned chunks PrepareWeight streams weights through (two, so that one fills while one copies).
 constexpr size_t kUploadChunkBytes = size_t{16} << 20;
 constexpr size_t kStagingAlign = 256;
+static_assert(kStagingAlign % 4 == 0, "staged int32 slots start on whole words (LaunchStageWords)");
 // Tile heights of the prefill kernel for GQA groups 1, 2, 4, 8 (the kernel holds 64 (row, head) pairs).
 constexpr int kTileVariants = 4;
 
@@ -186,7 +187,7 @@ class CudaBuffer final : public Buffer {
 struct StagingArea {
   PinnedMemory host;
   DeviceMemory dev;
-  const void* host_dev = nullptr;  // `host` as kernels address it (cudaHostGetDevicePointer); null: none
+  const void* host_dev = nullptr;  // `host` as kernels address it (cudaHostGetDevicePointer); null: copies
   size_t capacity = 0;
   size_t used = 0;
   Event done;
@@ -430,11 +431,13 @@ class CudaOpsImpl final : public CudaOps {
       area->capacity = options.staging_bytes;
       area->host = PinnedMemory(options.staging_bytes, "step staging");
       area->dev = DeviceMemory(options.staging_bytes, "step staging", device);
+      // The upload kernel copies whole words (LaunchStageWords): an area of whole words whose pinned memory
+      // kernels can address. Otherwise Launch copies (StageByKernel).
       void* p = nullptr;
-      if (cudaHostGetDevicePointer(&p, area->host.get(), 0) == cudaSuccess) {
+      if (area->capacity % 4 == 0 && cudaHostGetDevicePointer(&p, area->host.get(), 0) == cudaSuccess) {
         area->host_dev = p;
       } else {
-        cudaGetLastError();  // no device address: Launch copies instead (StageByKernel)
+        cudaGetLastError();
       }
     }
     HYMT_LOG_DEBUG("cuda:", device, " ", prop.name, ", ", sm_count_, " SMs, scratch ",
@@ -1567,10 +1570,12 @@ class CudaOpsImpl final : public CudaOps {
                                 static_cast<int32_t*>(a.dev.get()),
                                 static_cast<int64_t>(RoundUp(bytes, 4) / 4)};
       };
-      cuda::LaunchStageWords(words(batch_area_, g.batch_bytes), words(ops_area_, g.ops_bytes),
-                             feed != nullptr ? static_cast<const int32_t*>(feed->dev.get()) : nullptr,
-                             static_cast<int64_t>(g.slots.empty() ? 0 : g.slots[0].offset / 4),
-                             feed != nullptr ? static_cast<int64_t>(g.slots[0].bytes / 4) : 0, stream_);
+      // The fed ids' slot: int32 ids at a kStagingAlign offset, so whole words.
+      const int32_t* fed = feed != nullptr ? static_cast<const int32_t*>(feed->dev.get()) : nullptr;
+      const int64_t fed_first = fed != nullptr ? static_cast<int64_t>(g.slots[0].offset / 4) : 0;
+      const int64_t fed_words = fed != nullptr ? static_cast<int64_t>(g.slots[0].bytes / 4) : 0;
+      cuda::LaunchStageWords(words(batch_area_, g.batch_bytes), words(ops_area_, g.ops_bytes), fed, fed_first,
+                             fed_words, stream_);
     } else {
       if (g.batch_bytes > 0)
         HYMT_CUDA_CHECK(cudaMemcpyAsync(batch_area_.dev.get(), batch_area_.host.get(), g.batch_bytes,
@@ -1600,15 +1605,11 @@ class CudaOpsImpl final : public CudaOps {
   }
 
   // True when Launch copies g's staged bytes with one kernel (LaunchStageWords) rather than two copies from
-  // the host and one on the device: on by default (HYMT_STAGE_KERNEL=0: the copies) where both areas'
-  // pinned memory has a device address, their bytes round up to whole words within the areas, and the
-  // fed ids' slot is word-aligned.
+  // the host and one on the device: by default (HYMT_STAGE_KERNEL=0: the copies) where both areas have a
+  // device address for their pinned memory (set at construction) and no copy runs inside the graph.
   bool StageByKernel(const GraphImpl& g) const {
     static const bool on = !cuda::EnvEquals("HYMT_STAGE_KERNEL", "0");
-    if (!on || g.reads_host || batch_area_.host_dev == nullptr || ops_area_.host_dev == nullptr) return false;
-    const bool fit =
-        RoundUp(g.batch_bytes, 4) <= batch_area_.capacity && RoundUp(g.ops_bytes, 4) <= ops_area_.capacity;
-    return fit && (g.slots.empty() || (g.slots[0].offset % 4 == 0 && g.slots[0].bytes % 4 == 0));
+    return on && !g.reads_host && batch_area_.host_dev != nullptr && ops_area_.host_dev != nullptr;
   }
 
   // Adds the device time of every timed launch that has finished, oldest first; never waits.
