@@ -449,7 +449,7 @@ TEST(CudaHostTest, PreparedWeightBytes) {
   // and the per-row top-k tables, under 1 MiB at the default batch).
   CudaOpsOptions o;
   const size_t fixed = o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes +
-                       2 * o.staging_bytes + o.activation_scratch_bytes + o.activation_link_bytes;
+                       2 * o.staging_bytes + o.activation_scratch_bytes;
   ASSERT_GT(CudaOpsScratchBytes(o), fixed);
   const size_t sampling = CudaOpsScratchBytes(o) - fixed;
   EXPECT_GE(sampling, sizeof(int32_t) * o.sampling_history_tokens);
@@ -459,8 +459,7 @@ TEST(CudaHostTest, PreparedWeightBytes) {
   EXPECT_GE(CudaOpsScratchBytes(longer) - CudaOpsScratchBytes(o), sizeof(int32_t) * o.sampling_history_tokens);
   CudaOpsOptions f32_activations = o;
   f32_activations.int8_activations = false;
-  EXPECT_EQ(CudaOpsScratchBytes(o) - CudaOpsScratchBytes(f32_activations),
-            o.activation_scratch_bytes + o.activation_link_bytes);
+  EXPECT_EQ(CudaOpsScratchBytes(o) - CudaOpsScratchBytes(f32_activations), o.activation_scratch_bytes);
 }
 
 // The test's dequantisers against quant/'s, for each format quant/ already supports.
@@ -1487,115 +1486,6 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
         EXPECT_EQ(RawUnits(*ops_, r1.t), RawUnits(*ops_, r2.t)) << "residual";
         EXPECT_TRUE(PaddingIntact(r1.t));
       }
-    }
-  }
-}
-
-// The SwiGLU GEMV at one token row writes its output's int8 rows for the GEMV right after it over that
-// output (cuda::GemvActLink: the down projection then has no quantising launch): the same bits as with the
-// link off, for every int8 type of gate and up beside every type of down, at the 7B's width of the
-// output (896 groups of 16, split between row blocks) and a small one, twice in a row with new inputs (the
-// counters must be back at zero). The down projection takes the linked rows (GemvActLinkReads) where it is
-// an int8 GEMV; an op that writes the SwiGLU output in between breaks the link.
-TEST_F(CudaOpsTest, LinkedInt8RowsEqualTheQuantisingLaunch) {
-  struct Reset {
-    ~Reset() { cuda::SetGemvActLink(-1); }
-  } reset;
-  const DType int8_types[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0};
-  for (DType t : int8_types) {
-    for (DType td : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kBF16}) {
-      for (const auto& [k, n] : {std::pair<int64_t, int64_t>{256, 14336}, {4096, 768}}) {
-        const uint64_t seed = NextSeed();
-        SCOPED_TRACE(
-            StrCat(DTypeName(t), " gate/up, ", DTypeName(td), " down, k ", k, " n ", n, " seed ", seed));
-        Rng rng(seed);
-        auto weight = [&](const char* name, DType type, int64_t rows, int64_t cols) {
-          const std::vector<uint8_t> b = RandomWeightBytes(rng, type, rows, cols);
-          return ops_->PrepareWeight(HostWeight(name, type, rows, cols, b.data()));
-        };
-        const Weight wg = weight("gate", t, n, k), wu = weight("up", t, n, k), wd = weight("down", td, 40, n);
-        const bool int8_down = td != DType::kBF16;
-        DevTensor dx[2] = {Input(RandomBf16(rng, static_cast<size_t>(k)), 1, k, k),
-                           Input(RandomBf16(rng, static_cast<size_t>(k)), 1, k, k)};
-        const std::vector<float> res = RandomBf16(rng, 40, 3.0f);
-        std::vector<std::vector<uint16_t>> got[2];
-        for (int on : {0, 1}) {
-          cuda::SetGemvActLink(on);
-          DevTensor h = NewTensor(1, n), up = NewTensor(1, n), scratch = NewTensor(1, 40);
-          DevTensor r[3] = {Input(res, 1, 40, 56), Input(res, 1, 40, 56), Input(res, 1, 40, 56)};
-          for (int i = 0; i < 2; ++i) {
-            const int64_t before = cuda::GemvActLinkReads();
-            ops_->MatMulSwiGlu(dx[i].t, wg, wu, up.t, h.t);
-            ops_->MatMulAdd(h.t, wd, scratch.t, r[i].t);
-            EXPECT_EQ(cuda::GemvActLinkReads() - before, on && int8_down ? 1 : 0) << "input " << i;
-            got[on].push_back(RawUnits(*ops_, h.t));
-            got[on].push_back(RawUnits(*ops_, r[i].t));
-          }
-          // h doubled after the SwiGLU launch (exactly, in bf16): the down projection must see the new h.
-          const int64_t before = cuda::GemvActLinkReads();
-          ops_->MatMulSwiGlu(dx[0].t, wg, wu, up.t, h.t);
-          ops_->Add(h.t, h.t);
-          ops_->MatMulAdd(h.t, wd, scratch.t, r[2].t);
-          EXPECT_EQ(cuda::GemvActLinkReads(), before) << "linked rows read across an op";
-          got[on].push_back(RawUnits(*ops_, r[2].t));
-        }
-        ASSERT_EQ(got[0].size(), got[1].size());
-        for (size_t i = 0; i < got[0].size(); ++i) EXPECT_EQ(got[0][i], got[1][i]) << "output " << i;
-        // Not a vacuous comparison: the three down projections differ.
-        EXPECT_NE(got[1][1], got[1][3]);
-        EXPECT_NE(got[1][1], got[1][4]);
-      }
-    }
-  }
-}
-
-// The RMSNorm at one token row writes its output's int8 rows for the GEMVs right after it (cuda::GemvActLink;
-// each block then copies them instead of quantising x itself): q, k and v (one launch a weight type, every
-// launch taking the rows) and gate and up, whose SwiGLU launch reads the norm's rows and writes its own for
-// the down projection. The same bits as with the links off, at the 7B's width and a small one.
-TEST_F(CudaOpsTest, NormLinkedInt8RowsEqualTheBlocksOwn) {
-  struct Reset {
-    ~Reset() { cuda::SetGemvActLink(-1); }
-  } reset;
-  for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
-    for (int64_t k : {256, 4096}) {
-      const uint64_t seed = NextSeed();
-      SCOPED_TRACE(StrCat(DTypeName(t), " k ", k, " seed ", seed));
-      Rng rng(seed);
-      auto weight = [&](const char* name, DType type, int64_t rows, int64_t cols) {
-        const std::vector<uint8_t> b = RandomWeightBytes(rng, type, rows, cols);
-        return ops_->PrepareWeight(HostWeight(name, type, rows, cols, b.data()));
-      };
-      const int64_t n = 768;
-      const Weight wq = weight("q", t, 96, k), wk = weight("k", DType::kQ4_K, 40, k),
-                   wv = weight("v", DType::kQ6_K, 40, k);
-      const Weight wg = weight("gate", t, n, k), wu = weight("up", t, n, k), wd = weight("down", t, 48, n);
-      const std::vector<uint8_t> nb = RandomWeightBytes(rng, DType::kBF16, 1, k);
-      const Weight nw = ops_->PrepareWeight(HostWeight("norm", DType::kBF16, 1, k, nb.data()));
-      DevTensor dx = Input(RandomBf16(rng, static_cast<size_t>(k), 3.0f), 1, k, k);
-      const std::vector<float> res = RandomBf16(rng, 48, 3.0f);
-      const int64_t types = t == DType::kQ8_0 ? 3 : 2;  // the group's launches
-      std::vector<std::vector<uint16_t>> got[2];
-      for (int on : {0, 1}) {
-        cuda::SetGemvActLink(on);
-        DevTensor h = NewTensor(1, k), q = NewTensor(1, 96), kk = NewTensor(1, 40), v = NewTensor(1, 40);
-        DevTensor g = NewTensor(1, n), up = NewTensor(1, n), r = Input(res, 1, 48, 48),
-                  scratch = NewTensor(1, 48);
-        const Weight* ws[] = {&wq, &wk, &wv};
-        const Tensor outs[] = {q.t, kk.t, v.t};
-        int64_t before = cuda::GemvActLinkReads();
-        ops_->RmsNorm(dx.t, nw, 1e-6f, h.t);
-        ops_->MatMulGroup(h.t, ws, outs);
-        EXPECT_EQ(cuda::GemvActLinkReads() - before, on ? types : 0) << "q, k, v";
-        before = cuda::GemvActLinkReads();
-        ops_->RmsNorm(dx.t, nw, 1e-6f, h.t);
-        ops_->MatMulSwiGlu(h.t, wg, wu, up.t, g.t);
-        ops_->MatMulAdd(g.t, wd, scratch.t, r.t);
-        EXPECT_EQ(cuda::GemvActLinkReads() - before, on ? 2 : 0) << "gate, up and down";
-        for (const DevTensor* d : {&h, &q, &kk, &v, &g, &r}) got[on].push_back(RawUnits(*ops_, d->t));
-      }
-      ASSERT_EQ(got[0].size(), got[1].size());
-      for (size_t i = 0; i < got[0].size(); ++i) EXPECT_EQ(got[0][i], got[1][i]) << "output " << i;
     }
   }
 }

@@ -188,29 +188,6 @@ __device__ __forceinline__ void St16(void* p, uint4 v) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
-// Counting arrivals across the blocks of a grid (the last of n arrivals then reads what the others stored):
-// ArriveCount makes the thread's earlier stores visible to the whole device before it adds one to *count
-// and returns the count before its add; LdCoherentU16 reads from L2, not from the SM's L1, which is not
-// kept coherent with other SMs' stores (after the last arrival's FenceAfterArrivals).
-__device__ __forceinline__ int ArriveCount(int* count) {
-#if defined(__CUDA_ARCH__)
-  __threadfence();
-#endif
-  return atomicAdd(count, 1);
-}
-__device__ __forceinline__ void FenceAfterArrivals() {
-#if defined(__CUDA_ARCH__)
-  __threadfence();
-#endif
-}
-__device__ __forceinline__ uint16_t LdCoherentU16(const uint16_t* p) {
-#if defined(__CUDA_ARCH__) && !defined(HYMT_CUDA_EMU)
-  return __ldcg(reinterpret_cast<const unsigned short*>(p));
-#else
-  return *p;
-#endif
-}
-
 // A 16-byte copy from global to shared memory that does not pass through registers (cp.async, sm_80+;
 // a plain copy before). CopyAsyncWait() waits for the thread's copies; a __syncthreads() after it makes
 // every thread's copies visible to the block.
@@ -226,51 +203,6 @@ __device__ __forceinline__ void CopyAsyncWait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
-}
-
-// ---- int8 activation rows (the int8 GEMVs, gemv.cu) ----
-// Where the int8 path keeps the activations of 16-value group g (columns 16 g .. 16 g + 15) of a row of K:
-// slot s, the int8 values at 16 s and {dx, dx sum q} at s. Natural order (s = g) everywhere but in the
-// shared memory of the Q4_K kernel (kSmem), which stores each row in four planes by the wide unit that reads
-// the group (plane 0: columns 32 j .. 32 j + 15 of super-block b, 1: the next 16, 2 and 3: the same + 128;
-// s = plane * K / 64 + 4 b + j): the 32 threads of a warp, on consecutive units, then read 512 contiguous
-// bytes per load, with no bank conflicts.
-template <DType T, bool kSmem>
-__device__ __forceinline__ int ActSlot(int g, int K) {
-  if constexpr (T == DType::kQ4_K && kSmem) {
-    const unsigned b = static_cast<unsigned>(g) / 16, gi = static_cast<unsigned>(g) % 16;
-    return static_cast<int>((2 * (gi / 8) + gi % 2) * (static_cast<unsigned>(K) / 64) + 4 * b + (gi % 8) / 2);
-  } else {
-    return g;
-  }
-}
-
-// Linked int8 rows (GemvActLink, cuda_internal.h): one row of n values in both orders an int8 GEMV may copy,
-// Q4_K's shared-memory order first, the natural order after it; each order holds the n int8 values, then
-// the n / 16 {dx, dx sum q}.
-__host__ __device__ constexpr int64_t GemvActLinkOrderBytes(int64_t n) {
-  return n + n / 16 * 8;
-}
-// The int8 code of v at scale inv = 127 / max|v| (QuantizeValues, gemv.cu): rint(v * inv) by an add of
-// 1.5 * 2^23, whose low byte is the code in two's complement; that byte.
-__device__ __forceinline__ uint32_t QuantCode(float v, float inv) {
-  return __float_as_uint(__fadd_rn(__fmul_rn(v, inv), 12582912.0f)) & 0xffu;
-}
-// Where group g of such a row goes in each order: its 16 int8 values and its {dx, dx sum q}.
-struct LinkedGroup {
-  int8_t* q[2];
-  float2* ds[2];
-};
-__device__ __forceinline__ LinkedGroup LinkedGroupAt(int8_t* rows, int n, int g) {
-  const int slots[2] = {ActSlot<DType::kQ4_K, true>(g, n), g};
-  LinkedGroup l;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    int8_t* order = rows + i * GemvActLinkOrderBytes(n);
-    l.q[i] = order + 16 * slots[i];
-    l.ds[i] = reinterpret_cast<float2*>(order + n) + slots[i];
-  }
-  return l;
 }
 
 // ---- bulk copies into shared memory (sm_90+: cp.async.bulk and an mbarrier) ----

@@ -125,11 +125,7 @@ void LaunchEmbed(const WeightView& table, const int32_t* ids, MatView out, bool 
 void LaunchDequantRows(const WeightView& w, int64_t row0, int64_t n, uint16_t* out, cudaStream_t stream);
 
 // ---- norm.cu ----
-// With link (GemvActLinkBytes(x.cols), 16-byte aligned), one row's norm also writes its linked int8 rows
-// for the GEMV after it where the vectorised kernel takes the row and x.cols % 256 == 0; returns whether it
-// did.
-bool LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream,
-                   int8_t* link = nullptr);
+void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream);
 void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
                     float eps, const int32_t* positions, cudaStream_t stream);
 // RopeNorm of q (n_heads) and k (kv.n_kv_heads), then k and v into the cache (KvWrite), in one launch.
@@ -194,39 +190,17 @@ void SetGemvBulk(int on);
 // weights take the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).
 void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
                 size_t act_scratch_bytes, cudaStream_t stream);
-// Int8 rows handed to a one-token-row int8 GEMV by the launch before it, which then needs no quantising
-// launch (the down projection) or pass (every block of a GEMV at K = 4096) of its own: the RMSNorm before
-// q, k, v, gate and up (LaunchRmsNorm) and the SwiGLU GEMV before the down projection write them as the
-// GEMV would quantise its input, bit for bit, in both orders the int8 kernels read (GemvActLinkBytes); the
-// SwiGLU kernel once each 16 outputs are stored (a counter per 16, which it leaves at zero). Only for the
-// op right after the writer, over the tensor it wrote (CudaOps keeps track).
-struct GemvActLink {
-  const void* in = nullptr;  // the launch's input as linked rows (null: none)
-  void* out = nullptr;    // a SwiGLU launch: where it writes its output's (GemvActLinkBytes(n), 16-aligned)
-  int* counts = nullptr;  // with out: n / 16 counters, zero before the launch (and after it)
-};
 // The same for up to kGemvMaxParts weights of one type and width over the same x, in one launch, with an
 // epilogue: kAdd adds into each part's out (bf16); kSwiGlu takes one part (the gate) and `up` (same shape).
 // With `norm`, x is first normalised as RmsNorm(x, norm->w, norm->eps) would (identical bits), by every
-// block into shared memory: only where GemvNormFusable says so. With `link`, the launch writes or reads
-// linked int8 rows (GemvActLink).
+// block into shared memory: only where GemvNormFusable says so.
 struct GemvNorm {
   WeightView w;
   float eps;
 };
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
                      const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
-                     const GemvNorm* norm = nullptr, const GemvActLink* link = nullptr);
-// Whether the int8 GEMVs of width n take linked rows: on unless HYMT_GEMV_ACT_LINK=0 or SetGemvActLink(0)
-// (-1: back to the environment's choice), and their rows fit in shared memory.
-bool GemvActLinkReadable(int64_t n);
-// Whether a SwiGLU GEMV of weight type t, width k and n outputs can write linked rows for the next GEMV
-// (with act_scratch_bytes of int8 scratch).
-bool GemvActLinkable(DType t, int64_t k, int64_t n, size_t act_scratch_bytes);
-void SetGemvActLink(int on);
-size_t GemvActLinkBytes(int64_t n);
-// How many launches so far took linked rows instead of quantising their own (for tests).
-int64_t GemvActLinkReads();
+                     const GemvNorm* norm = nullptr);
 // True when LaunchGemvParts can fuse the RMSNorm for this weight type, rows (one pass) and width: fusion is
 // on and the normalised rows fit in shared memory (46 KiB; int8 activations, or bf16 for the other types).
 // Fusion is off by default: on an H200 at the 7B shape a separate (vectorised) RmsNorm launch is faster

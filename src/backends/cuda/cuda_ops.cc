@@ -68,14 +68,6 @@ constexpr int kQuantGemvMaxRows = 32;
 // Pinned chunks PrepareWeight streams weights through (two, so that one fills while one copies).
 constexpr size_t kUploadChunkBytes = size_t{16} << 20;
 constexpr size_t kStagingAlign = 256;
-// Linked int8 rows (cuda::GemvActLink, CudaOpsOptions::activation_link_bytes): the SwiGLU GEMV's counters
-// in the first sixteenth, then two slots of rows (a launch that reads one slot writes the other).
-size_t ActLinkCountBytes(size_t link_bytes) {
-  return link_bytes / 16 / kStagingAlign * kStagingAlign;
-}
-size_t ActLinkSlotBytes(size_t link_bytes) {
-  return (link_bytes - ActLinkCountBytes(link_bytes)) / 2 / kStagingAlign * kStagingAlign;
-}
 static_assert(kStagingAlign % 4 == 0, "staged int32 slots start on whole words (LaunchStageWords)");
 // Tile heights of the prefill kernel for GQA groups 1, 2, 4, 8 (the kernel holds 64 (row, head) pairs).
 constexpr int kTileVariants = 4;
@@ -432,12 +424,8 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()));
     dequant_ = DeviceMemory(options.dequant_scratch_bytes, "the GEMM dequantisation slab", device);
     attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
-    if (options.int8_activations) {
+    if (options.int8_activations)
       act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
-      act_link_ = DeviceMemory(options.activation_link_bytes, "linked int8 activations", device);
-      if (act_link_.get() != nullptr)  // the counters start at zero (and every launch leaves them there)
-        HYMT_CUDA_CHECK(cudaMemsetAsync(act_link_.get(), 0, ActLinkCountBytes(act_link_.size()), stream_));
-    }
     sample_ = std::make_unique<SampleArea>(options.sampling_history_tokens, device);
     for (StagingArea* area : {&batch_area_, &ops_area_}) {
       area->capacity = options.staging_bytes;
@@ -493,7 +481,6 @@ class CudaOpsImpl final : public CudaOps {
                      host.cols, " columns of ", DTypeName(host.dtype));
     if (host.dtype == DType::kI32) Fail(ErrorCode::kUnsupported, "cuda: weight ", host.name, " is i32");
     Bind(device_);
-    if (cuda::GemvInt8Supported(host.dtype)) int8_weights_ = true;
     const WeightLayout layout = LayoutFor(host.dtype, host.rows, host.cols);
     if (layout.host_dequant)
       HYMT_LOG_WARN("cuda: no kernels for ", DTypeName(host.dtype), "; ", host.name, " is converted to bf16");
@@ -674,13 +661,7 @@ class CudaOpsImpl final : public CudaOps {
     Trace({kOpRmsNorm, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), Bits(eps), Ptr(out.data),
            out.stride});
     if (!Launching() || Skip(1)) return;
-    // The next GEMV's int8 rows from this launch (cuda::GemvActLink), where they fit.
-    static const bool link_on = !cuda::EnvEquals("HYMT_NORM_ACT_LINK", "0");
-    int8_t* link = link_on && int8_weights_ && x.rows == 1 && cuda::GemvActLinkReadable(out.cols)
-                       ? LinkSlot(out.cols)
-                       : nullptr;
-    const bool linked = cuda::LaunchRmsNorm(Mat(x), wv, eps, Mat(out), stream_, link);
-    linked_ = {linked ? out.data : nullptr, out.cols, op_count_, linked ? link : nullptr};
+    cuda::LaunchRmsNorm(Mat(x), wv, eps, Mat(out), stream_);
   }
 
   void MatMul(const Tensor& x, const Weight& w, Tensor out) override {
@@ -706,9 +687,7 @@ class CudaOpsImpl final : public CudaOps {
         return;
       }
       const cuda::GemvPart part{wv, om};
-      const cuda::GemvActLink link = LinkedRows(x);
-      RunGemv(std::span<const cuda::GemvPart>(&part, 1), xm, out_f32, cuda::GemvEpilogue::kStore, nullptr,
-              nullptr, link.in != nullptr ? &link : nullptr);
+      RunGemv(std::span<const cuda::GemvPart>(&part, 1), xm, out_f32, cuda::GemvEpilogue::kStore, nullptr);
       return;
     }
     Gemm(wv, xm, om, out_f32);
@@ -745,9 +724,7 @@ class CudaOpsImpl final : public CudaOps {
     Trace({kOpMatMulAdd, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), static_cast<int64_t>(wv.dtype),
            wv.rows, wv.cols, Bits(wv.scale), Ptr(residual.data), residual.stride});
     if (!Launching() || Skip(wv.cols > wv.rows ? 64 : 16)) return;  // down_proj: wider than tall
-    const cuda::GemvActLink link = LinkedRows(x);
-    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr, nullptr,
-            link.in != nullptr ? &link : nullptr);
+    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr);
   }
 
   void MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch, Tensor out) override {
@@ -1097,7 +1074,6 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUDA_EXPECT(host.data != nullptr && host.rows > 0 && host.cols > 0, "weight ", host.name);
     HYMT_CUDA_EXPECT(host.cols % GetDTypeInfo(host.dtype).block_size == 0, "weight ", host.name);
     if (host.dtype == DType::kI32) Fail(ErrorCode::kUnsupported, "cuda: weight ", host.name, " is i32");
-    if (cuda::GemvInt8Supported(host.dtype)) int8_weights_ = true;
     const WeightLayout layout = LayoutFor(host.dtype, host.rows, host.cols);
     std::vector<float> tmp;
     FillChunk(host, layout, 0, host.rows, static_cast<char*>(dst), tmp);
@@ -1239,8 +1215,8 @@ class CudaOpsImpl final : public CudaOps {
   void* stream() const override { return stream_; }
   GraphTiming graph_timing() const override { return {graph_device_ns_.load(), graph_timed_.load()}; }
   size_t ScratchBytes() const override {
-    return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + act_link_.size() +
-           batch_area_.dev.size() + ops_area_.dev.size() + sample_->dev.size();
+    return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + batch_area_.dev.size() +
+           ops_area_.dev.size() + sample_->dev.size();
   }
   void SetSimpleKernels(bool on) override { simple_ = on; }
   void Fill16(void* device_ptr, size_t n, uint16_t value) override {
@@ -1274,7 +1250,6 @@ class CudaOpsImpl final : public CudaOps {
   class OpScope {
    public:
     explicit OpScope(CudaOpsImpl& ops) : ops_(ops), exceptions_(std::uncaught_exceptions()) {
-      ++ops.op_count_;
       Bind(ops.device_);
     }
     OpScope(const OpScope&) = delete;
@@ -1297,7 +1272,6 @@ class CudaOpsImpl final : public CudaOps {
 
   // Calls that cannot be part of a graph; inside a capture or replay they also spoil that graph.
   void ExpectEager(const char* what) {
-    ++op_count_;
     if (mode_ == Mode::kEager) return;
     if (mode_ == Mode::kCapture) capture_failed_ = true;
     if (mode_ == Mode::kReplay) replay_ok_ = false;
@@ -1422,15 +1396,12 @@ class CudaOpsImpl final : public CudaOps {
 
   // GEMV launches over x in passes of kGemvMaxRows token rows.
   void RunGemv(std::span<const cuda::GemvPart> parts, MatView x, bool out_f32, cuda::GemvEpilogue epi,
-               const WeightView* up, const cuda::GemvNorm* norm = nullptr,
-               const cuda::GemvActLink* link = nullptr) {
-    HYMT_CUDA_EXPECT(link == nullptr || x.rows == 1, "linked rows for ", x.rows, " rows");
+               const WeightView* up, const cuda::GemvNorm* norm = nullptr) {
     std::vector<cuda::GemvPart> pass(parts.begin(), parts.end());
     for (int64_t t0 = 0; t0 < x.rows; t0 += cuda::kGemvMaxRows) {
       const int64_t n = std::min<int64_t>(cuda::kGemvMaxRows, x.rows - t0);
       for (size_t i = 0; i < parts.size(); ++i) pass[i].out = SubRows(parts[i].out, t0, n, out_f32 ? 4 : 2);
-      cuda::LaunchGemvParts(pass, SubRows(x, t0, n, 2), out_f32, epi, up, act_.get(), act_.size(), stream_,
-                            norm, link);
+      cuda::LaunchGemvParts(pass, SubRows(x, t0, n, 2), out_f32, epi, up, act_.get(), act_.size(), stream_, norm);
     }
   }
 
@@ -1482,29 +1453,9 @@ class CudaOpsImpl final : public CudaOps {
                                  Ptr(p.out.data), p.out.stride});
     Trace(words);
     if (!Launching() || Skip(8)) return true;
-    const cuda::GemvActLink link = norm == nullptr ? LinkedRows(x) : cuda::GemvActLink{};
     for (const std::vector<cuda::GemvPart>& r : runs)
-      RunGemv(r, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr, norm != nullptr ? &nv : nullptr,
-              link.in != nullptr ? &link : nullptr);
+      RunGemv(r, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr, norm != nullptr ? &nv : nullptr);
     return true;
-  }
-
-  // The linked int8 rows of x for a GEMV over it (cuda::GemvActLink), when the op before this one was the
-  // launch (an RMSNorm or a SwiGLU GEMV) that wrote x and them; in == null otherwise. Call after this op's
-  // OpScope.
-  cuda::GemvActLink LinkedRows(const Tensor& x) const {
-    if (linked_.out == nullptr || linked_.out != x.data || linked_.cols != x.cols || x.rows != 1 ||
-        linked_.op + 1 != op_count_)
-      return {};
-    return {linked_.rows, nullptr, nullptr};
-  }
-  // A slot for the linked rows of a row of n values: the one the last linked rows are not in (this op may
-  // read those), or null where they do not fit.
-  int8_t* LinkSlot(int64_t n) const {
-    const size_t slot = ActLinkSlotBytes(act_link_.size());
-    if (act_link_.get() == nullptr || cuda::GemvActLinkBytes(n) > slot) return nullptr;
-    int8_t* first = static_cast<int8_t*>(act_link_.get()) + ActLinkCountBytes(act_link_.size());
-    return linked_.rows == first ? first + slot : first;
   }
 
   // MatMulSwiGlu (norm == null) or NormMatMulSwiGlu as one GEMV launch; false when the default sequence must
@@ -1529,19 +1480,7 @@ class CudaOpsImpl final : public CudaOps {
     }
     Trace(words);
     if (!Launching() || Skip(32)) return true;
-    // Its input's linked rows (from the RMSNorm before it), and the down projection's from this launch
-    // (cuda::GemvActLink), where they fit.
-    const int64_t n = gv.rows;
-    const cuda::GemvActLink read = norm == nullptr ? LinkedRows(x) : cuda::GemvActLink{};
-    int8_t* slot = x.rows == 1 ? LinkSlot(n) : nullptr;
-    const bool link = slot != nullptr &&
-                      static_cast<size_t>(n / 16) * sizeof(int) <= ActLinkCountBytes(act_link_.size()) &&
-                      reinterpret_cast<uintptr_t>(out.data) % 16 == 0 &&
-                      cuda::GemvActLinkable(gv.dtype, gv.cols, n, act_.size());
-    const cuda::GemvActLink rows{read.in, link ? slot : nullptr, static_cast<int*>(act_link_.get())};
-    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kSwiGlu, &uv, norm != nullptr ? &nv : nullptr,
-            rows.in != nullptr || rows.out != nullptr ? &rows : nullptr);
-    linked_ = {link ? out.data : nullptr, n, op_count_, slot};
+    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kSwiGlu, &uv, norm != nullptr ? &nv : nullptr);
     return true;
   }
 
@@ -1725,17 +1664,6 @@ class CudaOpsImpl final : public CudaOps {
   cudaStream_t ids_stream_ = nullptr;  // the greedy ids' copies to the host (LaunchGreedy)
   cublasHandle_t cublas_ = nullptr;
   DeviceMemory cublas_ws_, dequant_, attn_, act_;
-  // Linked int8 rows (CudaOpsOptions::activation_link_bytes), and which output they hold: the op count when
-  // its launch wrote them (LinkedRows hands them only to the op right after it, over the same tensor).
-  DeviceMemory act_link_;
-  bool int8_weights_ = false;  // a weight with an int8 GEMV was prepared (the RMSNorm writes linked rows)
-  uint64_t op_count_ = 0;      // ops begun (OpScope) and eager-only calls (ExpectEager)
-  struct {
-    const void* out = nullptr;
-    int64_t cols = 0;
-    uint64_t op = 0;
-    int8_t* rows = nullptr;  // in act_link_
-  } linked_;
   StagingArea batch_area_, ops_area_;
   std::unique_ptr<SampleArea> sample_;
   PinnedMemory upload_chunks_[2];
@@ -1839,8 +1767,7 @@ bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
 
 size_t CudaOpsScratchBytes(const CudaOpsOptions& o) {
   return o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes +
-         2 * o.staging_bytes +
-         (o.int8_activations ? o.activation_scratch_bytes + o.activation_link_bytes : 0) + SampleAreaBytes(o);
+         2 * o.staging_bytes + (o.int8_activations ? o.activation_scratch_bytes : 0) + SampleAreaBytes(o);
 }
 
 size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {

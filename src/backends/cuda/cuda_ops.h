@@ -79,10 +79,6 @@ struct CudaOpsOptions {
   // instead (exact activations, but more instructions per weight than an SM issues at full bandwidth).
   bool int8_activations = true;
   size_t activation_scratch_bytes = size_t{1} << 20;  // the int8 activations of one GEMV call
-  // With int8 activations: the SwiGLU GEMV's output as int8 rows for the down projection at one token row
-  // (no quantising launch before it), with a counter per 16 values in the first sixteenth: outputs of up to
-  // 65,536 values at this size.
-  size_t activation_link_bytes = size_t{256} << 10;
   // Sampling on the device (top-k up to 64): the repetition-penalty history tokens of one call's rows
   // (4 bytes each); more, and the host samples.
   size_t sampling_history_tokens = size_t{1} << 20;

@@ -113,10 +113,6 @@ struct GemvArgs {
   const int8_t* pre;
   bool out_f32;
   GemvEpilogue epi;
-  // kSwiGlu (the int8 pair kernel): where set, the output's int8 rows for the next GEMV (GemvActLink), and a
-  // counter per 16 outputs (LinkRowBlock).
-  int8_t* link_rows;
-  int* link_counts;
 };
 
 // The segment row block b (blockIdx.x, or a persistent block's current one) belongs to, and its index
@@ -172,9 +168,6 @@ __device__ __forceinline__ void StoreOut(const GemvArgs& a, const GemvSeg& sg, i
     }
   }
 }
-
-__device__ __forceinline__ void LinkRowBlock(const GemvArgs& a, const GemvSeg& sg, int64_t first_row,
-                                             int rows);
 
 // Sums each (row, token) accumulator over the group's G threads and stores it through the epilogue.
 // acc holds RPT rows, then (kPair) the RPT up rows. Every thread of the block must call it (it may
@@ -279,9 +272,8 @@ struct RowBlocks {
 
 // Stores the current row block's sums and moves to the next row block, whose first weight units start
 // loading before the reduction. Returns false after the last one. Every thread of the block calls it.
-// load_first() loads the next row block's first units (rb already entered it). kLink (the int8 SwiGLU pair):
-// where a.link_rows is set, the row block then counts towards the linked int8 rows (LinkRowBlock).
-template <int RPT, int R, bool kPair, bool kLink, int kRows, typename LoadFirst>
+// load_first() loads the next row block's first units (rb already entered it).
+template <int RPT, int R, bool kPair, int kRows, typename LoadFirst>
 __device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kRows][R], int lane_g,
                                              LoadFirst&& load_first) {
   const GemvSeg* done = rb.sg;
@@ -293,13 +285,6 @@ __device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kR
     load_first();
   }
   ReduceAndStore<RPT, R, kPair>(acc, rb.a, *done, lane_g, rb.grp, done_row0);
-  if constexpr (kLink) {
-    if (rb.a.link_rows != nullptr) {  // the same for the whole block
-      __syncthreads();                // every row of the row block stored
-      if (threadIdx.x < 32) LinkRowBlock(rb.a, *done, done_row0 - rb.grp * RPT, kThreads / rb.G * RPT);
-      return more;
-    }
-  }
   if (more) __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
   return more;
 }
@@ -386,8 +371,8 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
         }
       }
     }
-    if (!NextRowBlock<RPT, R, kPair, false>(
-            rb, acc, lane_g, [&] { LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, lane_g, G, units); }))
+    if (!NextRowBlock<RPT, R, kPair>(rb, acc, lane_g,
+                                     [&] { LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, lane_g, G, units); }))
       break;
   }
 }
@@ -445,42 +430,19 @@ __device__ __forceinline__ int Dot16US(const uint4& w, const uint4& x) {
   return Dp4aUS(w.w, static_cast<int>(x.w), s);
 }
 
-// The SwiGLU kernel's linked rows (GemvActLink), by the first warp of a block that has stored a row block:
-// `rows` outputs from first_row (of n, one token row; rows divides 16, and n % 16 == 0, so that a row block
-// lies in one group of 16). Lane 0 counts the row block in its group (the block's barrier before this, and
-// the fence in ArriveCount, make the block's stores visible first); on the group's last arrival, which then
-// sees every store of the group, lanes 0..15 take one output each and quantise the 16 to the bits
-// QuantizeValues gives (the same maximum, each value rounded the same way, the same bytes and sum) into both
-// orders the next GEMV may read (LinkedGroupAt); lane 0 sets the counter back to zero for the next launch.
-// One value a lane keeps this off the registers that hold the next row block's weights in flight. Every lane
-// of the warp calls it.
-__device__ __forceinline__ void LinkRowBlock(const GemvArgs& a, const GemvSeg& sg, int64_t first_row,
-                                             int rows) {
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const int n = static_cast<int>(sg.w.rows);
-  const int g = static_cast<int>(first_row / 16);
-  int last = 0;
-  if (lane == 0 && first_row < n) last = ArriveCount(a.link_counts + g) == 16 / rows - 1;
-  if (__shfl_sync(kFullMask, last, 0) == 0) return;
-  if (lane == 0) a.link_counts[g] = 0;  // the next launch runs after this one's end, which orders the store
-  FenceAfterArrivals();
-  const float v = Bf16ToF32(LdCoherentU16(static_cast<const uint16_t*>(sg.out) + 16 * g + (lane & 15)));
-  float amax = fabsf(v);
-#pragma unroll
-  for (int o = 8; o >= 1; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, o));
-  const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  const uint32_t b = QuantCode(v, inv);
-  const uint32_t word = b | (__shfl_xor_sync(kFullMask, b, 1) << 8) |
-                        (__shfl_xor_sync(kFullMask, b, 2) << 16) | (__shfl_xor_sync(kFullMask, b, 3) << 24);
-  int sum = static_cast<int8_t>(b);
-#pragma unroll
-  for (int o = 8; o >= 1; o /= 2) sum += __shfl_xor_sync(kFullMask, sum, o);
-  if (lane >= 16 || lane % 4 != 0) return;
-  const LinkedGroup to = LinkedGroupAt(a.link_rows, n, g);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    *reinterpret_cast<uint32_t*>(to.q[i] + lane) = word;
-    if (lane == 0) *to.ds[i] = make_float2(dx, dx * SmallIntToFloat(sum));
+// Where the int8 path keeps the activations of 16-value group g (columns 16 g .. 16 g + 15) of a row of K:
+// slot s, the int8 values at 16 s and {dx, dx sum q} at s. Natural order (s = g) everywhere but in the
+// shared memory of the Q4_K kernel (kSmem), which stores each row in four planes by the wide unit that reads
+// the group (plane 0: columns 32 j .. 32 j + 15 of super-block b, 1: the next 16, 2 and 3: the same + 128;
+// s = plane * K / 64 + 4 b + j): the 32 threads of a warp, on consecutive units, then read 512 contiguous
+// bytes per load, with no bank conflicts.
+template <DType T, bool kSmem>
+__device__ __forceinline__ int ActSlot(int g, int K) {
+  if constexpr (T == DType::kQ4_K && kSmem) {
+    const unsigned b = static_cast<unsigned>(g) / 16, gi = static_cast<unsigned>(g) % 16;
+    return static_cast<int>((2 * (gi / 8) + gi % 2) * (static_cast<unsigned>(K) / 64) + 4 * b + (gi % 8) / 2);
+  } else {
+    return g;
   }
 }
 
@@ -720,7 +682,7 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
       RowPtrs<F>(rp, rb.sg->w, a.up, rb.rows);
       LoadUnitsAt<F>(raw, rp, lane_g, G, units);
     };
-    if (!NextRowBlock<RPT, R, kPair, kPair>(rb, acc, lane_g, load_first)) break;
+    if (!NextRowBlock<RPT, R, kPair>(rb, acc, lane_g, load_first)) break;
   }
 }
 
@@ -858,7 +820,6 @@ __global__ __launch_bounds__(kThreads) void GemvBulkKernel(GemvArgs a, int stage
     }
     ReduceAndStore<1, 1, kPair>(acc, a, sg, lane_g, grp, block * S + grp);
     __syncthreads();  // every thread is done with the stage (and ReduceAndStore's shared array)
-    if (kPair && a.link_rows != nullptr && threadIdx.x < 32) LinkRowBlock(a, sg, block * S, S);
     if (threadIdx.x == 0 && b + stages * step < a.n_blocks)
       BulkLoadRowBlock<T, kPair>(a, b + stages * step, S, stage, &full[slot]);
   }
@@ -1083,30 +1044,11 @@ BulkShape ChooseBulkShape(DType t, int64_t K, bool pair) {
   return b;
 }
 
-// Launches whose int8 rows came linked from the SwiGLU GEMV before them (GemvActLinkReads).
-std::atomic<int64_t> g_link_reads{0};
-
-// A one-token-row launch's part in a GemvActLink: it copies its order of its input's linked rows (a.pre)
-// instead of quantising them; the SwiGLU pair writes its output's (a.link_rows, a.link_counts).
-template <DType T, bool kPair>
-void LinkRows(const GemvActLink* link, int64_t K, const GemvNorm* norm, GemvArgs* a) {
-  if (link == nullptr) return;
-  if (link->in != nullptr && norm == nullptr) {
-    a->pre = static_cast<const int8_t*>(link->in) + (T == DType::kQ4_K ? 0 : GemvActLinkOrderBytes(K));
-    g_link_reads.fetch_add(1, std::memory_order_relaxed);
-  }
-  if constexpr (kPair) {
-    a->link_rows = static_cast<int8_t*>(link->out);
-    a->link_counts = link->counts;
-  }
-}
-
 // One token row of an int8 GEMV through GemvBulkKernel; false (nothing launched) where its stages do not
 // fit.
 template <DType T, bool kPair>
 bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm,
-                const GemvActLink* link) {
+                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm) {
   const int64_t K = parts[0].w.cols;
   const BulkShape shape = ChooseBulkShape(T, K, kPair);
   if (shape.stages == 0) return false;
@@ -1117,8 +1059,7 @@ bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
     a.norm_eps = norm->eps;
   }
   const bool pdl = PdlEnabled();
-  LinkRows<T, kPair>(link, K, norm, &a);
-  if (a.pre == nullptr && norm == nullptr && K >= GemvPrequantMinK()) {
+  if (norm == nullptr && K >= GemvPrequantMinK()) {
     int8_t* xq = static_cast<int8_t*>(scratch);
     float2* xds = reinterpret_cast<float2*>(xq + K);
     const dim3 qgrid(static_cast<unsigned>((K / 16 + kThreads - 1) / kThreads), 1);
@@ -1137,11 +1078,9 @@ bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
 
 template <DType T, int R, bool kPair, int RPT>
 void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm,
-                const GemvActLink* link) {
+                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm) {
   if constexpr (R == 1) {
-    if (GemvBulkEnabled() && LaunchBulk<T, kPair>(parts, x, out_f32, epi, up, scratch, stream, norm, link))
-      return;
+    if (GemvBulkEnabled() && LaunchBulk<T, kPair>(parts, x, out_f32, epi, up, scratch, stream, norm)) return;
   }
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
@@ -1158,8 +1097,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
   const dim3 qgrid(static_cast<unsigned>((K / 16 + kThreads - 1) / kThreads), static_cast<unsigned>(x.rows));
   if (smem > 0) {
-    if constexpr (R == 1) LinkRows<T, kPair>(link, K, norm, &a);
-    if (a.pre == nullptr && norm == nullptr && K >= GemvPrequantMinK()) {
+    if (norm == nullptr && K >= GemvPrequantMinK()) {
       Launch(pdl, QuantizeActKernel<T, true>, qgrid, dim3(kThreads), 0, stream, static_cast<const uint16_t*>(x.data),
              x.stride, static_cast<int>(K), xq, xds);
       a.pre = xq;
@@ -1192,15 +1130,14 @@ void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvE
 }
 template <DType T, int R>
 void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
-                    cudaStream_t stream, const GemvNorm* norm, const GemvActLink* link) {
+                    cudaStream_t stream, const GemvNorm* norm) {
   const int rpt = R == 1 ? OneRowRpt(T, true) : 0;
   if (rpt == 2)
-    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm, link);
+    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
   else if (rpt == 4)
-    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm, link);
+    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
   else
-    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm,
-                                                 link);
+    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
 }
 
 // Calls f.template operator()<R>() with R the kernel's token rows for n rows (1, 2, 4 or 8).
@@ -1296,35 +1233,6 @@ bool GemvInt8Supported(DType t) {
   return t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ8_0;
 }
 
-std::atomic<int> g_act_link{-1};
-
-void SetGemvActLink(int on) {
-  g_act_link.store(on, std::memory_order_relaxed);
-}
-
-bool GemvActLinkReadable(int64_t n) {
-  static const bool env_on = !EnvEquals("HYMT_GEMV_ACT_LINK", "0");
-  const int set = g_act_link.load(std::memory_order_relaxed);
-  const bool on = set >= 0 ? set != 0 : env_on;
-  // The GEMV copies one order into its shared memory in 16-byte pieces.
-  return on && n > 0 && n % 32 == 0 && SmemXBytes(1, n) > 0;
-}
-
-bool GemvActLinkable(DType t, int64_t k, int64_t n, size_t act_scratch_bytes) {
-  // The SwiGLU pair takes the int8 kernel with its rows in shared memory (the launch that writes linked
-  // rows).
-  return GemvActLinkReadable(n) && GemvInt8Supported(t) && act_scratch_bytes >= GemvActScratchBytes(1, k) &&
-         SmemXBytes(1, k) > 0;
-}
-
-size_t GemvActLinkBytes(int64_t n) {
-  return static_cast<size_t>(2 * GemvActLinkOrderBytes(n));
-}
-
-int64_t GemvActLinkReads() {
-  return g_link_reads.load(std::memory_order_relaxed);
-}
-
 size_t GemvActScratchBytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(rows * cols) + static_cast<size_t>(rows * (cols / 16)) * sizeof(float2);
 }
@@ -1348,7 +1256,7 @@ bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_byt
 
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
                      const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
-                     const GemvNorm* norm, const GemvActLink* link) {
+                     const GemvNorm* norm) {
   HYMT_CUDA_EXPECT(x.rows >= 1 && x.rows <= kGemvMaxRows, x.rows, " rows");
   HYMT_CUDA_EXPECT(!parts.empty() && parts.size() <= static_cast<size_t>(kGemvMaxParts), parts.size(), " parts");
   HYMT_CUDA_EXPECT(!out_f32 || epi == GemvEpilogue::kStore, "an f32 output takes no epilogue");
@@ -1367,24 +1275,16 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
   HYMT_CUDA_EXPECT(norm == nullptr ||
                        GemvNormFusable(t, x.rows, parts[0].w.cols, act_scratch != nullptr ? act_scratch_bytes : 0),
                    "no fused RMSNorm for ", x.rows, " rows of ", parts[0].w.cols, " ", DTypeName(t));
-  if (link != nullptr && link->out != nullptr)
-    HYMT_CUDA_EXPECT(pair && int8 && !out_f32 &&
-                         GemvActLinkable(t, parts[0].w.cols, parts[0].w.rows, act_scratch_bytes) &&
-                         reinterpret_cast<uintptr_t>(parts[0].out.data) % 16 == 0 &&
-                         reinterpret_cast<uintptr_t>(link->out) % 16 == 0 && link->counts != nullptr,
-                     "linked int8 rows come from an int8 SwiGLU GEMV of linkable width");
-  HYMT_CUDA_EXPECT(link == nullptr || link->in == nullptr || (x.rows == 1 && x.cols % 32 == 0),
-                   "linked int8 rows for ", x.rows, " rows of ", x.cols);
   if (pair) {
     // One token row only: a group holding gate and up rows for more tokens needs more registers than
     // keep the SM occupied (over 100 at two rows).
     HYMT_CUDA_EXPECT(x.rows == 1, "the SwiGLU GEMV takes one token row, not ", x.rows);
     if (int8 && t == DType::kQ4_K)
-      LaunchInt8<DType::kQ4_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm, link);
+      LaunchInt8<DType::kQ4_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     else if (int8 && t == DType::kQ6_K)
-      LaunchInt8<DType::kQ6_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm, link);
+      LaunchInt8<DType::kQ6_K, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     else if (int8)
-      LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm, link);
+      LaunchInt8<DType::kQ8_0, 1, true, 1>(parts, x, out_f32, epi, up, act_scratch, stream, norm);
     const bool ok =
         int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true, 1>(parts, x, out_f32, epi, up, stream, norm); });
     HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
@@ -1393,11 +1293,11 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
   if (int8) {
     DispatchRows(x.rows, [&]<int R>() {
       if (t == DType::kQ4_K)
-        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm, link);
+        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
       else if (t == DType::kQ6_K)
-        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm, link);
+        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
       else
-        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream, norm, link);
+        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
     });
     return;
   }

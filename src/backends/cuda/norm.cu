@@ -35,43 +35,11 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightV
   }
 }
 
-// Linked int8 rows (GemvActLink) of a normalised row of n values: the 8 outputs r of chunk c8 (as stored,
-// rounded to bf16) and the other half of their group of 16, chunk c8 ^ 1, held by lane ^ 1, quantised to
-// the bits QuantizeValues (gemv.cu) gives the group (the same maximum, each value rounded the same way, the
-// same bytes and sum) into both orders (LinkedGroupAt). Both lanes of a pair call it.
-__device__ __forceinline__ void LinkNormChunk(const float (&r)[8], int64_t c8, int n, int8_t* link) {
-  float v[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) v[j] = RoundBf16(r[j]);
-  float amax = fabsf(v[0]);
-#pragma unroll
-  for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
-  amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 1));
-  const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  uint32_t w[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-    w[h] = QuantCode(v[4 * h], inv) | QuantCode(v[4 * h + 1], inv) << 8 | QuantCode(v[4 * h + 2], inv) << 16 |
-           QuantCode(v[4 * h + 3], inv) << 24;
-  int sum = __dp4a(static_cast<int>(w[1]), 0x01010101, __dp4a(static_cast<int>(w[0]), 0x01010101, 0));
-  sum += __shfl_xor_sync(kFullMask, sum, 1);
-  const int half = static_cast<int>(c8 & 1);
-  const LinkedGroup to = LinkedGroupAt(link, n, static_cast<int>(c8 / 2));
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    *reinterpret_cast<uint2*>(to.q[i] + 8 * half) = make_uint2(w[0], w[1]);
-    if (half == 0) *to.ds[i] = make_float2(dx, dx * SmallIntToFloat(sum));
-  }
-}
-
 // The same with 16-byte loads and stores: thread t holds the 8-element chunks t, t + 256, ... (at most
 // kChunks, so cols <= 2048 kChunks) in registers between the two passes. At one token row a decode step
-// waits for this kernel twice a layer: 8 elements per load cut its latency. With link (one row, cols a
-// multiple of 256, so that the lanes of a warp hold chunks together), it also writes the row's linked int8
-// rows for the GEMV after it (LinkNormChunk).
+// waits for this kernel twice a layer: 8 elements per load cut its latency.
 template <int kChunks>
-__global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps,
-                                                                 MatView out, int8_t* link) {
+__global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps, MatView out) {
   __shared__ float scratch[32];
   const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
   uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
@@ -115,7 +83,6 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, Weig
       for (int j = 0; j < 8; ++j) r[j] = RmsNormValue(v[i][j], inv, g[i][j]);
       St16(o + 8 * c8, make_uint4(PackBf16(r[0], r[1]), PackBf16(r[2], r[3]), PackBf16(r[4], r[5]),
                                   PackBf16(r[6], r[7])));
-      if (link != nullptr) LinkNormChunk(r, c8, static_cast<int>(x.cols), link);
     }
   }
 }
@@ -178,9 +145,8 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
 
 }  // namespace
 
-bool LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream,
-                   int8_t* link) {
-  if (x.rows == 0) return false;
+void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaStream_t stream) {
+  if (x.rows == 0) return;
   const unsigned rows = static_cast<unsigned>(x.rows);
   const bool pdl = PdlEnabled();
   auto aligned = [](const void* p, int64_t stride) {
@@ -189,16 +155,14 @@ bool LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaS
   const bool vec = x.cols % 8 == 0 && x.cols <= 4 * 2048 && aligned(x.data, x.stride) &&
                    aligned(out.data, out.stride) &&
                    (w.dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(w.data) % 16 == 0);
-  if (!vec || x.rows != 1 || x.cols % 256 != 0 || reinterpret_cast<uintptr_t>(link) % 16 != 0) link = nullptr;
   if (vec && x.cols <= 2048)
-    Launch(pdl, RmsNormVecKernel<1>, rows, kNormThreads, 0, stream, x, w, eps, out, link);
+    Launch(pdl, RmsNormVecKernel<1>, rows, kNormThreads, 0, stream, x, w, eps, out);
   else if (vec && x.cols <= 4096)
-    Launch(pdl, RmsNormVecKernel<2>, rows, kNormThreads, 0, stream, x, w, eps, out, link);
+    Launch(pdl, RmsNormVecKernel<2>, rows, kNormThreads, 0, stream, x, w, eps, out);
   else if (vec)
-    Launch(pdl, RmsNormVecKernel<4>, rows, kNormThreads, 0, stream, x, w, eps, out, link);
+    Launch(pdl, RmsNormVecKernel<4>, rows, kNormThreads, 0, stream, x, w, eps, out);
   else
     Launch(pdl, RmsNormKernel, rows, kNormThreads, 0, stream, x, w, eps, out);
-  return link != nullptr;
 }
 
 void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,

@@ -48,9 +48,6 @@ struct dim3 {
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
   return {a, b, c, d};
 }
-inline uint2 make_uint2(unsigned a, unsigned b) {
-  return {a, b};
-}
 inline float2 make_float2(float a, float b) {
   return {a, b};
 }
@@ -136,20 +133,6 @@ T __shfl_xor_sync(unsigned, T v, int lane_mask, int = 32) {
   emu::ShuffleSlot(t) = bits;
   emu::WarpSync();
   const uint64_t r = emu::ShuffleSlot((t & ~31) | ((t & 31) ^ lane_mask));
-  emu::WarpSync();
-  T out;
-  std::memcpy(&out, &r, sizeof(T));
-  return out;
-}
-template <typename T>
-T __shfl_sync(unsigned, T v, int src_lane, int = 32) {
-  static_assert(sizeof(T) <= 8);
-  const int t = emu::CurrentThread();
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof(T));
-  emu::ShuffleSlot(t) = bits;
-  emu::WarpSync();
-  const uint64_t r = emu::ShuffleSlot((t & ~31) | (src_lane & 31));
   emu::WarpSync();
   T out;
   std::memcpy(&out, &r, sizeof(T));
@@ -273,7 +256,6 @@ cudaError_t cudaMallocHost(void** p, size_t bytes);
 cudaError_t cudaFreeHost(void* p);
 cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned flags);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s);
-cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s);
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                               size_t height, cudaMemcpyKind, cudaStream_t s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
