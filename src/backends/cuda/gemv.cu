@@ -868,6 +868,15 @@ int64_t GemvGrid(int64_t n_blocks, int resident) {
   return std::min<int64_t>(n_blocks, static_cast<int64_t>(sms) * per_sm);
 }
 
+// At most this many blocks per SM in the one-token-row SwiGLU pair's grid (HYMT_GEMV_PAIR_BLOCKS_PER_SM; 0,
+// the default: as many as GemvGrid gives every int8 GEMV). Fewer than fit leave room on each SM for the
+// blocks of the down projection after it, which start early (programmatic dependent launch) and ask for their
+// first weights while the pair's last row blocks run. For measurement.
+int PairBlocksPerSm() {
+  static const int v = std::clamp(EnvInt("HYMT_GEMV_PAIR_BLOCKS_PER_SM", 0), 0, 64);
+  return v;
+}
+
 // G for a row of `units` units, kUnroll of them a loop iteration: about GemvIters() iterations per thread,
 // a power of two in 32..kThreads.
 int GroupSize(DType t, int64_t rows, int units, int unroll) {
@@ -1103,7 +1112,10 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
       a.pre = xq;
     }
     const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, true>;
-    const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem));
+    int resident = ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem);
+    if (kPair && PairBlocksPerSm() > 0)
+      resident = resident > 0 ? std::min(resident, PairBlocksPerSm()) : PairBlocksPerSm();
+    const int64_t grid = GemvGrid(blocks, resident);
     Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a, static_cast<const int8_t*>(nullptr),
            static_cast<const float2*>(nullptr));
     return;
