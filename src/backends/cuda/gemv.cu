@@ -868,12 +868,15 @@ int64_t GemvGrid(int64_t n_blocks, int resident) {
   return std::min<int64_t>(n_blocks, static_cast<int64_t>(sms) * per_sm);
 }
 
-// At most this many blocks per SM in the one-token-row SwiGLU pair's grid (HYMT_GEMV_PAIR_BLOCKS_PER_SM; 0,
-// the default: as many as GemvGrid gives every int8 GEMV). Fewer than fit leave room on each SM for the
+// At most this many blocks per SM in the one-token-row SwiGLU pair's grid (HYMT_GEMV_PAIR_BLOCKS_PER_SM,
+// default 2; 0: as many as GemvGrid gives every int8 GEMV). Fewer than fit leave room on each SM for the
 // blocks of the down projection after it, which start early (programmatic dependent launch) and ask for their
-// first weights while the pair's last row blocks run. For measurement.
+// first weights while the pair's last row blocks run. It changes only q8_0's pair at the 7B shape (80
+// registers, three blocks fit; q4_k's and q6_k's registers allow two and one): on an H100 its decode graph
+// went from 3.499-3.501 to 3.456-3.457 ms a step with two, and to 3.543 with one (docs/BENCHMARKS.md, "The
+// SwiGLU pair's blocks per SM").
 int PairBlocksPerSm() {
-  static const int v = std::clamp(EnvInt("HYMT_GEMV_PAIR_BLOCKS_PER_SM", 0), 0, 64);
+  static const int v = std::clamp(EnvInt("HYMT_GEMV_PAIR_BLOCKS_PER_SM", 2), 0, 64);
   return v;
 }
 
