@@ -185,6 +185,8 @@ void SetGemvPrequantMinK(int64_t k);
 // copies (sm_90+; gemv.cu, GemvBulkKernel, slower than the default register kernel where measured): 1 on,
 // 0 off, -1 (the start) off unless HYMT_GEMV_BULK=1. For tests and tuning.
 void SetGemvBulk(int on);
+// Whether one-token-row int8 GEMVs take the bulk-copy kernel now (SetGemvBulk, HYMT_GEMV_BULK, sm_90+).
+bool GemvBulkEnabled();
 // out[t, n] = sum_k x[t, k] * W[n, k] * w.scale for t < x.rows <= kGemvMaxRows, reading W once.
 // out is bf16, or f32 when out_f32. With act_scratch (at least GemvActScratchBytes), Q4_K, Q6_K and Q8_0
 // weights take the int8-activation kernel (x rounded to int8 per 16 values; dp4a dot products).
@@ -210,6 +212,19 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
 bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes);
 void SetGemvFuseNorm(int on);
 size_t GemvActScratchBytes(int64_t rows, int64_t cols);
+// A group of weights of two types over one x (a _K_M file's q4_k q and k beside a q6_k v): 0 one launch per
+// weight, 1 one LaunchGemvParts per type, 2 (the default) one launch for both types where
+// LaunchGemvTwoTypes takes them, else as 1. SetGemvMixedGroups(-1): HYMT_GEMV_MIXED_GROUPS, or 2.
+int GemvMixedGroups();
+void SetGemvMixedGroups(int mode);
+// Under mode 2: a's and b's products (kStore, bf16 outputs) in one launch, bit for bit the per-type
+// launches; false, with nothing launched, where it does not apply (one token row of q4_k and q6_k parts of
+// one width on the path whose blocks quantise their own activations; otherwise the caller launches per
+// type).
+bool LaunchGemvTwoTypes(std::span<const GemvPart> a, std::span<const GemvPart> b, MatView x,
+                        void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream);
+// How many launches LaunchGemvTwoTypes has made in this process (tests check that it ran).
+int64_t GemvTwoTypeLaunches();
 // The simple reference kernel (any row count, any alignment): one block per output element.
 void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream);
 

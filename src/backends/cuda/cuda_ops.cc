@@ -1425,7 +1425,8 @@ class CudaOpsImpl final : public CudaOps {
     }
     if (!fused) return false;
     // Weights of more than one type (a _K_M file's layers with a q6_k attn_v beside q4_k q and k): one
-    // launch per type, each fused, instead of one per weight. The norm is then not fused.
+    // launch for both types where LaunchGemvTwoTypes takes them (one token row), else one launch per type,
+    // each fused, instead of one per weight. The norm is then not fused.
     std::vector<std::vector<cuda::GemvPart>> runs;
     for (const cuda::GemvPart& p : parts) {
       auto it = std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r[0].w.dtype == p.w.dtype; });
@@ -1435,8 +1436,8 @@ class CudaOpsImpl final : public CudaOps {
         it->push_back(p);
       }
     }
-    static const bool split_types = !cuda::EnvEquals("HYMT_GEMV_MIXED_GROUPS", "0");  // 0: one launch a weight
-    if (runs.size() > 1 && (norm != nullptr || !split_types)) return false;
+    if (runs.size() > 1 && (norm != nullptr || cuda::GemvMixedGroups() == 0))
+      return false;  // one launch a weight
     for (const std::vector<cuda::GemvPart>& r : runs)
       if (!FusedGemv(x, r, nullptr)) return false;
     if (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype)) return false;
@@ -1453,6 +1454,9 @@ class CudaOpsImpl final : public CudaOps {
                                  Ptr(p.out.data), p.out.stride});
     Trace(words);
     if (!Launching() || Skip(8)) return true;
+    if (runs.size() == 2 &&
+        cuda::LaunchGemvTwoTypes(runs[0], runs[1], Mat(x), act_.get(), act_.size(), stream_))
+      return true;
     for (const std::vector<cuda::GemvPart>& r : runs)
       RunGemv(r, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr, norm != nullptr ? &nv : nullptr);
     return true;

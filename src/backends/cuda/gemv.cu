@@ -50,6 +50,7 @@
 // the activation loads waste L1 wavefronts.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -67,8 +68,6 @@ bool EnvEquals(const char* name, const char* value) {
   const char* s = std::getenv(name);
   return s != nullptr && std::strcmp(s, value) == 0;
 }
-
-bool GemvBulkEnabled();
 
 namespace {
 
@@ -246,19 +245,21 @@ __device__ __forceinline__ void LoadUnitsAt(typename F::Raw (&raw)[kUnroll][kRow
   }
 }
 
-// The row blocks a GEMV block works through: blockIdx.x, + gridDim.x, ... below a.n_blocks (one, when
-// the grid has a block per row block). For the current one: its segment, the group's first row and its
-// RPT rows, clamped (rows past N read valid memory and are not stored).
+// The row blocks a GEMV block works through: first, + step, ... below a.n_blocks (blockIdx.x and
+// gridDim.x, but for the blocks of GemvInt8TwoKernel; one, when the grid has a block per row block). For
+// the current one: its segment, the group's first row and its RPT rows, clamped (rows past N read valid
+// memory and are not stored).
 template <int RPT>
 struct RowBlocks {
   const GemvArgs& a;
   int G, grp;
-  int64_t vb;
+  int64_t vb, step;
   const GemvSeg* sg = nullptr;
   int64_t row0 = 0;
   int64_t rows[RPT];
-  __device__ __forceinline__ RowBlocks(const GemvArgs& args, int group, int group_index)
-      : a(args), G(group), grp(group_index), vb(blockIdx.x) {
+  __device__ __forceinline__ RowBlocks(const GemvArgs& args, int group, int group_index, int64_t first,
+                                       int64_t stride)
+      : a(args), G(group), grp(group_index), vb(first), step(stride) {
     Enter();
   }
   __device__ __forceinline__ void Enter() {
@@ -278,7 +279,7 @@ __device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kR
                                              LoadFirst&& load_first) {
   const GemvSeg* done = rb.sg;
   const int64_t done_row0 = rb.row0;
-  rb.vb += gridDim.x;
+  rb.vb += rb.step;
   const bool more = rb.vb < rb.a.n_blocks;
   if (more) {
     rb.Enter();
@@ -304,7 +305,8 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
   const int units = static_cast<int>(K / F::kUnitElems);
 
-  RowBlocks<RPT> rb(a, G, grp);  // tokens past n_tok, like rows past N, read valid memory, are not stored
+  RowBlocks<RPT> rb(a, G, grp, blockIdx.x,
+                    gridDim.x);  // tokens past n_tok, like rows past N, read valid memory, are not stored
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
@@ -617,8 +619,11 @@ __device__ __forceinline__ void SmemActivations(const GemvArgs& a, int64_t K, in
 // The grid may be smaller than a.n_blocks (GemvGrid): each block then works through row blocks
 // blockIdx.x, + gridDim.x, ..., so that its activation prologue serves several of them; the next row
 // block's first weights load before the current one's sums are reduced.
+// GemvInt8Body is the kernel's body for a block that works through row blocks first, + step, ...; the
+// kernel's blocks are first = blockIdx.x, step = gridDim.x.
 template <DType T, int R, bool kPair, int RPT, bool kSmemX>
-__global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
+__device__ __forceinline__ void GemvInt8Body(const GemvArgs& a, const int8_t* xq, const float2* xds,
+                                             int64_t first, int64_t step) {
   using F = Fmt<T>;
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   constexpr int kUnroll = UnitsInFlightT<T>(RPT);  // as many 16-byte weight loads in flight as the f32 path
@@ -628,7 +633,8 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
   const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
   const int units = static_cast<int>(K / F::kUnitElems);
 
-  RowBlocks<RPT> rb(a, G, grp);  // tokens past n_tok, like rows past N, read valid memory, are not stored
+  RowBlocks<RPT> rb(a, G, grp, first,
+                    step);  // tokens past n_tok, like rows past N, read valid memory, are not stored
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
@@ -684,6 +690,24 @@ __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int
     };
     if (!NextRowBlock<RPT, R, kPair>(rb, acc, lane_g, load_first)) break;
   }
+}
+template <DType T, int R, bool kPair, int RPT, bool kSmemX>
+__global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
+  GemvInt8Body<T, R, kPair, RPT, kSmemX>(a, xq, xds, blockIdx.x, gridDim.x);
+}
+
+// Two weight types over one token row in one launch (a _K_M file's q4_k q and k beside a q6_k v): blocks
+// [0, grid_a) work through a's row blocks as GemvInt8Kernel<TA, 1, false, 2, true> would, the others
+// through b's as the TB kernel would, each with its own activation pass in its type's slot order, so every
+// output has the bits of the per-type launches. The kernel takes the larger type's registers (q6_k's).
+template <DType TA, DType TB>
+__global__ __launch_bounds__(kThreads) void GemvInt8TwoKernel(GemvArgs a, GemvArgs b, int grid_a) {
+  const int block = static_cast<int>(blockIdx.x);
+  if (block < grid_a)
+    GemvInt8Body<TA, 1, false, 2, true>(a, nullptr, nullptr, block, grid_a);
+  else
+    GemvInt8Body<TB, 1, false, 2, true>(b, nullptr, nullptr, block - grid_a,
+                                        static_cast<int>(gridDim.x) - grid_a);
 }
 
 // ---- the bulk-copy GEMV (sm_90+, one token row, q4_k / q6_k / q8_0) ----
@@ -1131,6 +1155,34 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
          static_cast<const float2*>(xds));
 }
 
+// One launch of GemvInt8TwoKernel<TA, TB> for a's and b's parts over one token row (LaunchGemvTwoTypes has
+// checked the shape). The grid, as GemvGrid gives for all the row blocks, is split between the types by
+// their weight bytes, each side no larger than its row blocks.
+template <DType TA, DType TB>
+void LaunchTwo(std::span<const GemvPart> pa, std::span<const GemvPart> pb, MatView x, cudaStream_t stream) {
+  int64_t blocks_a = 0, blocks_b = 0;
+  const GemvArgs ga = Shape<2, Fmt<TA>::kUnitElems, UnitsInFlightT<TA>(2)>(pa, x, false, GemvEpilogue::kStore,
+                                                                           nullptr, &blocks_a);
+  const GemvArgs gb = Shape<2, Fmt<TB>::kUnitElems, UnitsInFlightT<TB>(2)>(pb, x, false, GemvEpilogue::kStore,
+                                                                           nullptr, &blocks_b);
+  const size_t smem = SmemXBytes(1, pa[0].w.cols);
+  const auto kernel = GemvInt8TwoKernel<TA, TB>;
+  const int64_t grid = std::max<int64_t>(
+      2, GemvGrid(blocks_a + blocks_b, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem)));
+  const auto bytes = [](std::span<const GemvPart> parts) {
+    double b = 0;
+    for (const GemvPart& p : parts)
+      b += static_cast<double>(p.w.rows) * static_cast<double>(DTypeBytes(p.w.dtype, p.w.cols));
+    return b;
+  };
+  const double wa = bytes(pa), wb = bytes(pb);
+  int64_t grid_a = std::llround(static_cast<double>(grid) * wa / (wa + wb));
+  grid_a = std::clamp<int64_t>(grid_a, std::max<int64_t>(1, grid - blocks_b), std::min(blocks_a, grid - 1));
+  const int64_t grid_b = std::min(blocks_b, grid - grid_a);
+  Launch(PdlEnabled(), kernel, static_cast<unsigned>(grid_a + grid_b), kThreads, smem, stream, ga, gb,
+         static_cast<int>(grid_a));
+}
+
 // The kernel for R token rows: RowsPerThread rows per thread, or at one token row OneRowRpt.
 template <DType T, int R>
 void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, cudaStream_t stream,
@@ -1327,6 +1379,55 @@ void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void*
   const GemvPart part{w, out};
   LaunchGemvParts(std::span<const GemvPart>(&part, 1), x, out_f32, GemvEpilogue::kStore, nullptr, act_scratch,
                   act_scratch_bytes, stream);
+}
+
+// How a group of weights of two types launches, set by SetGemvMixedGroups (-1: HYMT_GEMV_MIXED_GROUPS, 2 by
+// default).
+std::atomic<int> g_mixed_groups{-1};
+std::atomic<int64_t> g_two_type_launches{0};
+
+void SetGemvMixedGroups(int mode) {
+  g_mixed_groups.store(mode, std::memory_order_relaxed);
+}
+
+int GemvMixedGroups() {
+  static const int env = [] {
+    const int v = EnvInt("HYMT_GEMV_MIXED_GROUPS", 2);
+    return v >= 0 && v <= 2 ? v : 2;
+  }();
+  const int set = g_mixed_groups.load(std::memory_order_relaxed);
+  return set >= 0 && set <= 2 ? set : env;
+}
+
+int64_t GemvTwoTypeLaunches() {
+  return g_two_type_launches.load(std::memory_order_relaxed);
+}
+
+bool LaunchGemvTwoTypes(std::span<const GemvPart> a, std::span<const GemvPart> b, MatView x,
+                        void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream) {
+  if (GemvMixedGroups() != 2 || x.rows != 1 || a.empty() || b.empty() || act_scratch == nullptr) return false;
+  if (a.size() > static_cast<size_t>(kGemvMaxParts) || b.size() > static_cast<size_t>(kGemvMaxParts))
+    return false;
+  const int64_t K = a[0].w.cols;
+  for (std::span<const GemvPart> parts : {a, b})
+    for (const GemvPart& p : parts)
+      if (p.w.dtype != parts[0].w.dtype || p.w.cols != K || !GemvFastSupported(p.w, x)) return false;
+  DType ta = a[0].w.dtype, tb = b[0].w.dtype;
+  const bool swap = ta == DType::kQ6_K && tb == DType::kQ4_K;
+  if (swap) std::swap(ta, tb);
+  // Only the pair a _K_M file has, on the path its separate launches would take: int8 activations
+  // quantised by each block into shared memory (no separate quantising launch), two rows a thread, no
+  // bulk copies.
+  if (ta != DType::kQ4_K || tb != DType::kQ6_K || GemvActScratchBytes(1, K) > act_scratch_bytes ||
+      SmemXBytes(1, K) == 0 || K >= GemvPrequantMinK() || OneRowRpt(ta, true) != 2 ||
+      OneRowRpt(tb, true) != 2 || GemvBulkEnabled())
+    return false;
+  if (swap)
+    LaunchTwo<DType::kQ4_K, DType::kQ6_K>(b, a, x, stream);
+  else
+    LaunchTwo<DType::kQ4_K, DType::kQ6_K>(a, b, x, stream);
+  g_two_type_launches.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void LaunchGemvSimple(const WeightView& w, MatView x, MatView out, bool out_f32, cudaStream_t stream) {
