@@ -1382,8 +1382,8 @@ void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void*
 }
 
 // How a group of weights of two types launches, set by SetGemvMixedGroups (-1: HYMT_GEMV_MIXED_GROUPS, 2 by
-// default). One launch for the two types shortened a q4_k_m decode step on an H100 by 0.8-1.2% against one
-// per type (graph 2.380-2.385 against 2.403-2.408 ms; docs/BENCHMARKS.md, "One launch for a q4_k and q6_k group").
+// default). One launch for the two types shortened a q4_k_m decode step on an H100 by 0.8-1.3% against one
+// per type (graph 2.377-2.385 against 2.403-2.408 ms; docs/BENCHMARKS.md, "One launch for a q4_k and q6_k group").
 std::atomic<int> g_mixed_groups{-1};
 std::atomic<int64_t> g_two_type_launches{0};
 
