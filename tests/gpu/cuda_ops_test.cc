@@ -422,6 +422,10 @@ class CudaOpsTest : public ::testing::Test {
     cuda_->SetSimpleKernels(false);
   }
 
+  // MatMulGroup over three weights of these types against the separate MatMuls (defined below).
+  void CheckMixedGroup(const DType (&types)[3], const int64_t (&n)[3], int64_t k, int64_t rows, int64_t pad,
+                       int64_t two_type_launches);
+
   std::unique_ptr<Ops> ops_;
   CudaOps* cuda_ = nullptr;
   std::unique_ptr<Ops> ref_;
@@ -1490,6 +1494,36 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
   }
 }
 
+// MatMulGroup over three weights of the given types (n[i] rows of width k) and `rows` token rows (x's stride
+// k + pad): bit for bit the separate MatMuls, with `two_type_launches` launches of the two-type kernel.
+void CudaOpsTest::CheckMixedGroup(const DType (&types)[3], const int64_t (&n)[3], int64_t k, int64_t rows,
+                                  int64_t pad, int64_t two_type_launches) {
+  Ops& ops = *ops_;
+  const uint64_t seed = NextSeed();
+  SCOPED_TRACE(StrCat(DTypeName(types[0]), ",", DTypeName(types[1]), ",", DTypeName(types[2]), " k ", k,
+                      " rows ", rows, " seed ", seed));
+  const int64_t launches = cuda::GemvTwoTypeLaunches();
+  Rng rng(seed);
+  std::vector<Weight> w;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<uint8_t> b = RandomWeightBytes(rng, types[i], n[i], k);
+    w.push_back(ops.PrepareWeight(HostWeight("w", types[i], n[i], k, b.data())));
+  }
+  const std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * k));
+  DevTensor dx = Input(x, rows, k, k + pad);
+  std::vector<DevTensor> fused, single;
+  for (int i = 0; i < 3; ++i) {
+    fused.push_back(NewTensor(rows, n[i]));
+    single.push_back(NewTensor(rows, n[i]));
+  }
+  const Weight* ws[] = {&w[0], &w[1], &w[2]};
+  const Tensor outs[] = {fused[0].t, fused[1].t, fused[2].t};
+  ops.MatMulGroup(dx.t, ws, outs);
+  EXPECT_EQ(cuda::GemvTwoTypeLaunches() - launches, two_type_launches);
+  for (int i = 0; i < 3; ++i) ops.MatMul(dx.t, w[static_cast<size_t>(i)], single[static_cast<size_t>(i)].t);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(RawUnits(ops, fused[i].t), RawUnits(ops, single[i].t)) << i;
+}
+
 // A group of weights of two types (a _K_M file's layers with q6_k attn_v beside q4_k q and k) runs one
 // fused launch per type (mode 1), or at one token row of q4_k and q6_k one launch for both (mode 2,
 // GemvInt8TwoKernel): bit for bit the separate products either way.
@@ -1501,40 +1535,14 @@ TEST_F(CudaOpsTest, MixedTypeGroupEqualsItsSequence) {
                             {DType::kQ6_K, DType::kQ4_K, DType::kQ6_K},
                             {DType::kQ8_0, DType::kBF16, DType::kQ8_0}};
   for (int mode : {1, 2}) {
+    SCOPED_TRACE(StrCat("mode ", mode));
     cuda::SetGemvMixedGroups(mode);
     for (const auto& types : mixes) {
       // q4_k and q6_k, unless bulk copies take the one-row int8 products (tests/gpu/run.sh's bulk run)
       const bool two = mode == 2 && types[0] != DType::kQ8_0 && !cuda::GemvBulkEnabled();
-      for (int64_t k : {256, 4096}) {
-        for (int64_t rows : {1, 2, 5}) {
-          const uint64_t seed = NextSeed();
-          SCOPED_TRACE(StrCat("mode ", mode, " ", DTypeName(types[0]), ",", DTypeName(types[1]), ",",
-                              DTypeName(types[2]), " k ", k, " rows ", rows, " seed ", seed));
-          const int64_t launches = cuda::GemvTwoTypeLaunches();
-          Rng rng(seed);
-          const int64_t n[] = {96, 40, 40};
-          std::vector<Weight> w;
-          for (int i = 0; i < 3; ++i) {
-            const std::vector<uint8_t> b = RandomWeightBytes(rng, types[i], n[i], k);
-            w.push_back(ops_->PrepareWeight(HostWeight("w", types[i], n[i], k, b.data())));
-          }
-          const std::vector<float> x = RandomBf16(rng, static_cast<size_t>(rows * k));
-          DevTensor dx = Input(x, rows, k, k + 8);
-          std::vector<DevTensor> fused, single;
-          for (int i = 0; i < 3; ++i) {
-            fused.push_back(NewTensor(rows, n[i]));
-            single.push_back(NewTensor(rows, n[i]));
-          }
-          const Weight* ws[] = {&w[0], &w[1], &w[2]};
-          const Tensor outs[] = {fused[0].t, fused[1].t, fused[2].t};
-          ops_->MatMulGroup(dx.t, ws, outs);
-          EXPECT_EQ(cuda::GemvTwoTypeLaunches() - launches, two && rows == 1 ? 1 : 0);
-          for (int i = 0; i < 3; ++i)
-            ops_->MatMul(dx.t, w[static_cast<size_t>(i)], single[static_cast<size_t>(i)].t);
-          for (size_t i = 0; i < 3; ++i)
-            EXPECT_EQ(RawUnits(*ops_, fused[i].t), RawUnits(*ops_, single[i].t)) << i;
-        }
-      }
+      for (int64_t k : {256, 4096})
+        for (int64_t rows : {1, 2, 5})
+          CheckMixedGroup(types, {96, 40, 40}, k, rows, 8, two && rows == 1 ? 1 : 0);
     }
   }
 }
@@ -1555,33 +1563,7 @@ TEST_F(CudaOpsTest, TwoTypeGroupWithFewerBlocks) {
   cuda::SetGemvBulk(0);  // the two-type launch is the register kernel's
   const DType mixes[][3] = {{DType::kQ4_K, DType::kQ4_K, DType::kQ6_K},
                             {DType::kQ6_K, DType::kQ4_K, DType::kQ6_K}};
-  for (const auto& types : mixes) {
-    const uint64_t seed = NextSeed();
-    SCOPED_TRACE(
-        StrCat(DTypeName(types[0]), ",", DTypeName(types[1]), ",", DTypeName(types[2]), " seed ", seed));
-    Rng rng(seed);
-    const int64_t k = 256, n[] = {2600, 900, 700};
-    std::vector<Weight> w;
-    for (int i = 0; i < 3; ++i) {
-      const std::vector<uint8_t> b = RandomWeightBytes(rng, types[i], n[i], k);
-      w.push_back(ops_->PrepareWeight(HostWeight("w", types[i], n[i], k, b.data())));
-    }
-    const std::vector<float> x = RandomBf16(rng, static_cast<size_t>(k));
-    DevTensor dx = Input(x, 1, k, k);
-    std::vector<DevTensor> fused, single;
-    for (int i = 0; i < 3; ++i) {
-      fused.push_back(NewTensor(1, n[i]));
-      single.push_back(NewTensor(1, n[i]));
-    }
-    const Weight* ws[] = {&w[0], &w[1], &w[2]};
-    const Tensor outs[] = {fused[0].t, fused[1].t, fused[2].t};
-    const int64_t launches = cuda::GemvTwoTypeLaunches();
-    ops_->MatMulGroup(dx.t, ws, outs);
-    EXPECT_EQ(cuda::GemvTwoTypeLaunches() - launches, 1);
-    for (int i = 0; i < 3; ++i)
-      ops_->MatMul(dx.t, w[static_cast<size_t>(i)], single[static_cast<size_t>(i)].t);
-    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(RawUnits(*ops_, fused[i].t), RawUnits(*ops_, single[i].t)) << i;
-  }
+  for (const auto& types : mixes) CheckMixedGroup(types, {2600, 900, 700}, 256, 1, 0, 1);
 }
 
 // RopeNormKvWrite against RopeNorm, RopeNorm and KvWrite: the same q and k activations and caches, bit for

@@ -305,8 +305,8 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
   const int units = static_cast<int>(K / F::kUnitElems);
 
-  RowBlocks<RPT> rb(a, G, grp, blockIdx.x,
-                    gridDim.x);  // tokens past n_tok, like rows past N, read valid memory, are not stored
+  // Tokens past n_tok, like rows past N, read valid memory and are not stored.
+  RowBlocks<RPT> rb(a, G, grp, blockIdx.x, gridDim.x);
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
@@ -633,8 +633,8 @@ __device__ __forceinline__ void GemvInt8Body(const GemvArgs& a, const int8_t* xq
   const int64_t K = a.seg[0].w.cols;  // every segment's (LaunchGemvParts checks)
   const int units = static_cast<int>(K / F::kUnitElems);
 
-  RowBlocks<RPT> rb(a, G, grp, first,
-                    step);  // tokens past n_tok, like rows past N, read valid memory, are not stored
+  // Tokens past n_tok, like rows past N, read valid memory and are not stored.
+  RowBlocks<RPT> rb(a, G, grp, first, step);
 
   // The first units' weights load before PdlWait: no kernel writes weights, so they stream in while the
   // kernel before this one finishes.
@@ -1413,20 +1413,15 @@ bool LaunchGemvTwoTypes(std::span<const GemvPart> a, std::span<const GemvPart> b
   for (std::span<const GemvPart> parts : {a, b})
     for (const GemvPart& p : parts)
       if (p.w.dtype != parts[0].w.dtype || p.w.cols != K || !GemvFastSupported(p.w, x)) return false;
-  DType ta = a[0].w.dtype, tb = b[0].w.dtype;
-  const bool swap = ta == DType::kQ6_K && tb == DType::kQ4_K;
-  if (swap) std::swap(ta, tb);
+  if (a[0].w.dtype == DType::kQ6_K) std::swap(a, b);
   // Only the pair a _K_M file has, on the path its separate launches would take: int8 activations
   // quantised by each block into shared memory (no separate quantising launch), two rows a thread, no
   // bulk copies.
-  if (ta != DType::kQ4_K || tb != DType::kQ6_K || GemvActScratchBytes(1, K) > act_scratch_bytes ||
-      SmemXBytes(1, K) == 0 || K >= GemvPrequantMinK() || OneRowRpt(ta, true) != 2 ||
-      OneRowRpt(tb, true) != 2 || GemvBulkEnabled())
+  if (a[0].w.dtype != DType::kQ4_K || b[0].w.dtype != DType::kQ6_K ||
+      GemvActScratchBytes(1, K) > act_scratch_bytes || SmemXBytes(1, K) == 0 || K >= GemvPrequantMinK() ||
+      OneRowRpt(DType::kQ4_K, true) != 2 || OneRowRpt(DType::kQ6_K, true) != 2 || GemvBulkEnabled())
     return false;
-  if (swap)
-    LaunchTwo<DType::kQ4_K, DType::kQ6_K>(b, a, x, stream);
-  else
-    LaunchTwo<DType::kQ4_K, DType::kQ6_K>(a, b, x, stream);
+  LaunchTwo<DType::kQ4_K, DType::kQ6_K>(a, b, x, stream);
   g_two_type_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
