@@ -417,10 +417,13 @@ class CudaOpsTest : public ::testing::Test {
       if (simple && fast_only) break;
       SCOPED_TRACE(simple ? "simple kernels" : "fast kernels");
       cuda_->SetSimpleKernels(simple);
+      simple_now_ = simple;
       body();
     }
     cuda_->SetSimpleKernels(false);
+    simple_now_ = false;
   }
+  bool simple_now_ = false;  // BothPaths: the simple kernels are on
 
   // MatMulGroup over three weights of these types against the separate MatMuls (defined below).
   void CheckMixedGroup(const DType (&types)[3], const int64_t (&n)[3], int64_t k, int64_t rows, int64_t pad,
@@ -987,6 +990,9 @@ struct AttnCase {
   DType kv_type;
   std::vector<SeqSpec> seqs;
   float q_gain = 1.0f;  // > 1 makes the softmax peaky, so that each key matters
+  // Decode contexts short enough (<= 128) that clusters of 8 or 16 take the splits the combine launch
+  // does: their outputs must then have the same bits.
+  bool same_splits = false;
 };
 
 // The prefill kernel a CudaAttentionTest runs (CudaOpsOptions::prefill_attention_tensor_cores). Decode
@@ -1014,6 +1020,11 @@ class CudaAttentionTest : public CudaOpsTest, public ::testing::WithParamInterfa
     options.prefill_attention_tensor_cores = tensor_cores_;
     ops_ = CreateCudaOps(0, options);
     cuda_ = AsCudaOps(ops_.get());
+#ifndef HYMT_CUDA_EMU
+    cudaDeviceProp prop;
+    ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    clusters_ = prop.major >= 9;
+#endif
   }
 
   struct Pools {
@@ -1175,12 +1186,29 @@ class CudaAttentionTest : public CudaOpsTest, public ::testing::WithParamInterfa
         }
       }
     }
+    // Decode splits merged by the combine launch (clusters off), and inside clusters of 16 and 8 blocks
+    // where the device has them (sm_90+; AttnClusterSplits).
     auto check = [&] {
       DevTensor dq = Input(q, rows, q_width, q_width + 16);
-      DevTensor out = NewTensor(rows, q_width, DType::kBF16, q_width + 8);
-      ops_->Attention(dq.t, dev.view, n_heads, scale, out.t);
-      EXPECT_TRUE(Close(Download(out.t), want, tol));
-      EXPECT_TRUE(PaddingIntact(out.t));
+      std::vector<std::vector<float>> outs;
+      for (int cluster : {0, 16, 8}) {
+        SCOPED_TRACE(StrCat("decode attention in clusters of ", cluster));
+        cuda::SetAttnCluster(cluster);
+        const int64_t launches = cuda::AttnClusterLaunches();
+        DevTensor out = NewTensor(rows, q_width, DType::kBF16, q_width + 8);
+        ops_->Attention(dq.t, dev.view, n_heads, scale, out.t);
+        cuda::SetAttnCluster(-1);
+        outs.push_back(Download(out.t));
+        EXPECT_TRUE(Close(outs.back(), want, tol));
+        EXPECT_TRUE(PaddingIntact(out.t));
+        if (cluster > 0 && expect_clusters_ && !simple_now_) {
+          EXPECT_GT(cuda::AttnClusterLaunches(), launches) << "no decode attention ran in clusters";
+        }
+        if (c.same_splits && outs.size() > 1) {
+          EXPECT_EQ(std::memcmp(outs.back().data(), outs[0].data(), outs[0].size() * sizeof(float)), 0)
+              << "clusters of " << cluster << " against the combine launch";
+        }
+      }
     };
     if (tensor_cores_) {
       SCOPED_TRACE("tensor-core prefill");
@@ -1191,6 +1219,8 @@ class CudaAttentionTest : public CudaOpsTest, public ::testing::WithParamInterfa
   }
 
   bool tensor_cores_ = false;
+  bool clusters_ = false;         // the device runs decode attention in clusters (sm_90+)
+  bool expect_clusters_ = false;  // the case's decode rows must take them there (few rows, fast kernels)
 };
 
 // Decode rows (1..4 per sequence) and prefill chunks (more) in one batch, different n_past each.
@@ -1231,6 +1261,20 @@ TEST_P(CudaAttentionTest, SimpleOnlyShapes) {
 // Long contexts: the decode path with many splits, and a prefill chunk late in a long sequence.
 TEST_P(CudaAttentionTest, LongContext) {
   Run({2, 4, 128, 16, DType::kBF16, {{1, 8191}, {2, 4000}, {16, 8100}, {1, 2047}}});
+}
+// Decode rows only, few of them (so their splits merge in clusters on sm_90+), every context at most 128
+// positions: clusters of 8 and 16 blocks give the combine launch's bits. The second case has a context of
+// 1,500 positions, which clusters split otherwise than the combine launch's grid (within the tolerance).
+TEST_P(CudaAttentionTest, DecodeSplitsInClusters) {
+  if (GetParam() == PrefillKernel::kTensorCores)
+    GTEST_SKIP() << "decode rows only: one prefill kernel is enough";
+  expect_clusters_ = clusters_;
+  AttnCase c{2, 4, 128, 16, DType::kBF16, {{1, 0}, {1, 15}, {1, 16}, {1, 63}, {1, 100}, {1, 127}}};
+  c.same_splits = true;
+  Run(c);
+  Run({8, 4, 128, 16, DType::kBF16, {{1, 1499}, {1, 40}}, 4.0f});
+  Run({1, 8, 64, 16, DType::kF16, {{1, 0}, {1, 70}, {1, 127}}, 1.0f, true});
+  expect_clusters_ = false;
 }
 // Many decode rows: 96 rows x 8 kv heads fill the GPU, so decode attention runs without splits.
 TEST_P(CudaAttentionTest, ManyDecodeRows) {

@@ -121,6 +121,12 @@ if [[ $TESTS == ON ]]; then
   # Switched off by default: a replayed step's uploads as copies, and the greedy ids' copy on the compute
   # stream (the defaults: one kernel, and a stream of its own).
   rerun copies "HYMT_STAGE_KERNEL=0 HYMT_IDS_STREAM=0" 'CudaGraphTest.*:CudaStreaming.Lookahead*'
+  # Kernels that let the next one launch at their start (HYMT_PDL_EARLY=2: the small kernels and the GEMVs).
+  rerun early HYMT_PDL_EARLY=2 'CudaOpsTest.*:CudaGraphTest.*:CudaStreaming.*:CudaMatMulTest.*'
+  # Decode attention's splits merged in clusters of 16 blocks (sm_90+), alone and with RoPE inside it.
+  rerun clusters HYMT_ATTN_CLUSTER=16 'CudaGraphTest.*:CudaStreaming.*:CudaOpsTest.RopeNormKvAttention*'
+  rerun clusters_fused "HYMT_ATTN_CLUSTER=16 HYMT_FUSE_ROPE_ATTN=1" \
+    'CudaOpsTest.RopeNormKvAttention*:CudaStreaming.GraphedDecodeMatchesEager*'
 fi
 
 # ---- bench ----

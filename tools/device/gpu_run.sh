@@ -4,7 +4,7 @@
 # against transformers, and runs hymt and transformers side by side at the 7B shape. Stages are
 # independent and time-boxed; the whole call stays under BUDGET seconds. Results go to $OUT.
 #   tools/device/gpu_run.sh [STAGES]   STAGES: comma-separated subset of
-#       fixtures,gpu,build,tune,lab,random,parity,cpuparity,hfbench,hymtbench,ab,profile,demo,budgets
+#       fixtures,gpu,build,tune,lab,random,parity,cpuparity,hfbench,hymtbench,ab,profile,steptrace,demo,budgets
 #       (default: all but build, profile and budgets; build is the gpu stage's build without the tests,
 #       for a call that only measures: build,lab,random,ab)
 #   GPU_ENV: VAR=VALUE words set for the gpu stage alone (the GPU tests under a decode switch).
@@ -89,7 +89,7 @@ fi
 
 if has random; then wait $RAND_PID; log "random 7B: $(tail -2 $W/random.log | tr '\n' ' ')"; fi
 if [[ -f $R7B/config.json && -x $HYMT ]]; then
-  if { has hymtbench && [[ -n ${HB_FORMATS-x} ]]; } || has ab; then
+  if { has hymtbench && [[ -n ${HB_FORMATS-x} ]]; } || has ab || has steptrace; then
     ( "$HYMT" quantize --model "$R7B" --type q4_k_m -o "$W/r7b-q4_k_m.gguf" &&
       "$HYMT" quantize --model "$R7B" --type q8_0 -o "$W/r7b-q8_0.gguf" ) >"$W/quantize.log" 2>&1 &
     QPID=$!
@@ -142,6 +142,29 @@ if has profile && [[ -f $R7B/config.json && -x $HYMT ]]; then
     log "profile: no nsys on this host"
   fi
 fi
+# Every kernel of batch-1 decodes timed on the device (tools/device/kernel_trace.cc, a CUPTI injection
+# library: kernels inside the graphs too), folded into one step and one layer by tools/device/step_trace.py:
+# what each kernel adds to the step. STEPTRACE="FORMAT[:VAR=VALUE,...] ..." (default q4_k_m).
+if has steptrace && [[ -f $R7B/config.json && -x $HYMT ]]; then
+  wait $QPID 2>/dev/null
+  CUDA_ROOT=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+  CUPTI_INC=$(dirname "$(ls "$CUDA_ROOT"/include/cupti.h "$CUDA_ROOT"/extras/CUPTI/include/cupti.h 2>/dev/null | head -1)")
+  CUPTI_LIB=$(dirname "$(ls "$CUDA_ROOT"/lib64/libcupti.so "$CUDA_ROOT"/extras/CUPTI/lib64/libcupti.so 2>/dev/null | head -1)")
+  if g++ -shared -fPIC -O2 -I"$CUPTI_INC" -I"$CUDA_ROOT/include" tools/device/kernel_trace.cc -L"$CUPTI_LIB" -lcupti \
+      -Wl,-rpath,"$CUPTI_LIB" -o "$W/libkernel_trace.so" >"$W/kernel_trace_build.log" 2>&1; then
+    for spec in ${STEPTRACE:-q4_k_m}; do
+      f=${spec%%:*}; v=${spec#*:}; [[ $spec == *:* ]] || v=""; m=$W/r7b-$f.gguf; [[ $f == bf16 ]] && m=$R7B
+      name=trace_${f}_${v:-default}; name=${name//[=,]/_}
+      stage "$name" 90 env ${v//,/ } CUDA_INJECTION64_PATH="$W/libkernel_trace.so" HYMT_KERNEL_TRACE="$W/$name.csv" \
+        "$HYMT" bench --model "$m" --device cuda --batches 1 --prompt 48 --gen 128 --prefill-seqs 1 \
+        --prefill-len 48 --json "$W/$name.json" &&
+        stage "${name}_steps" 60 python3 tools/device/step_trace.py "$W/$name.csv"
+      cat "$W/${name}_steps.log" >>"$W/summary.txt" 2>/dev/null
+    done
+  else
+    log "steptrace: the CUPTI library did not build: $(tail -c 400 "$W/kernel_trace_build.log")"
+  fi
+fi
 if has demo && [[ -x $HYMT ]]; then
   stage demo 60 bash -c "for m in models/demo; do for d in 'en zh' 'en de'; do set -- \$d;
     $HYMT translate --model \$m --device cuda --from \$1 --to \$2 'The house is big.' --quiet; done; done;
@@ -153,7 +176,7 @@ if has fixtures; then wait $FIX_PID; log "fixtures: $(tail -1 $W/fixtures.log)";
 log "done"
 # At most 8 files come back: the summary, everything small in one archive, the fixtures in another.
 (cd "$W" && tar czf "$OUT/results.tar.gz" --exclude='*.f32' --exclude='*.gguf' --exclude=r7b --exclude=fixtures \
-  --exclude='build*' --exclude='*.nsys-rep' --exclude='*.sqlite' .)
+  --exclude='build*' --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='trace_*.csv' .)
 [[ -d $W/fixtures ]] && tar czf "$OUT/fixtures.tar.gz" -C "$W" fixtures
 cp "$W/summary.txt" "$OUT/summary.txt"
 tail -n 150 "$W/summary.txt"

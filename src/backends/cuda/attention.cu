@@ -20,7 +20,16 @@
 //     fast kernels do not take (head_dim other than 64/128, groups above 8, f32 caches).
 // Scores use exp2 with q pre-scaled by scale * log2(e) (the tensor-core kernel scales S instead, so that Q
 // enters the mma exact); softmax and sums are f32.
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <utility>
+
 #include "backends/cuda/cuda_device.cuh"
+
+#if !defined(HYMT_CUDA_EMU)
+#include <cooperative_groups.h>
+#endif
 
 namespace hymt::cuda {
 namespace {
@@ -93,19 +102,59 @@ __device__ __forceinline__ void DecodeRopeItems(const AttentionArgs& a, int row,
   }
 }
 
+// kCluster (sm_90+): the n_splits blocks of a (kv head, row) form one thread-block cluster and merge
+// their splits through distributed shared memory, instead of AttnCombineKernel: each block leaves its
+// (m, l, o) in its own shared memory, and after a cluster barrier the blocks share out the (q head, dim)
+// outputs, each reading every split's values in split order, as AttnCombineKernel does (the same bits); a
+// second barrier keeps every block's shared memory until all have read it. Every block of the cluster
+// takes part, those past the row's splits with an empty range (m = -inf, l = o = 0).
+template <int HD, int GMAX>
+__device__ __forceinline__ void ClusterCombine(const AttentionArgs& a, int row, int hk, int group,
+                                               const float (&cl_o)[GMAX][HD], const float (&cl_ml)[GMAX][2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HYMT_CUDA_EMU)
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int n = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  for (int idx = rank * kDecodeThreads + static_cast<int>(threadIdx.x); idx < group * HD;
+       idx += n * kDecodeThreads) {
+    const int g = idx / HD, d = idx % HD;
+    float mx = -INFINITY;
+    for (int s = 0; s < n; ++s) mx = fmaxf(mx, cluster.map_shared_rank(&cl_ml[g][0], s)[0]);
+    float L = 0.0f, O = 0.0f;  // split 0 is never empty, so mx is finite
+    for (int s = 0; s < n; ++s) {
+      const float* ml = cluster.map_shared_rank(&cl_ml[g][0], s);
+      const float f = exp2f(ml[0] - mx);
+      L = fmaf(ml[1], f, L);
+      O = fmaf(cluster.map_shared_rank(&cl_o[g][d], s)[0], f, O);
+    }
+    OutRow(a, row, hk * group + g, HD)[d] = F32ToBf16(O / L);
+  }
+  cluster.sync();
+#elif defined(__CUDA_ARCH__)
+  __trap();  // never launched: LaunchFastT takes clusters on sm_90+ only
+#else
+  (void)a, (void)row, (void)hk, (void)group, (void)cl_o, (void)cl_ml;  // the CPU emulator: never launched
+#endif
+}
+
 // grid (n_kv_heads, n_decode, n_splits). GMAX >= group; heads past the group are skipped. kRope: see
-// DecodeRopeItems.
-template <bool kF16, int HD, int GMAX, int U, bool kRope>
+// DecodeRopeItems; kCluster: see ClusterCombine (n_splits is the cluster's size).
+template <bool kF16, int HD, int GMAX, int U, bool kRope, bool kCluster>
 __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs a) {
   constexpr DType C = kF16 ? DType::kF16 : DType::kBF16;
   constexpr int LP = HD / 8;                 // lanes per position
   constexpr int SUBS = kDecodeThreads / LP;  // positions in flight per block
+  PdlTriggerIf(a.pdl_early);
   const int hk = blockIdx.x, li = blockIdx.y, split = blockIdx.z;
   const int group = a.n_heads / a.kv.n_kv_heads;
   const int row = a.decode_rows[li];
   const int ctx = a.batch.positions[row] + 1;
   const int n_split = AttnRowSplits(ctx, a.split_min, a.n_splits);
-  if (split >= n_split) return;  // the row's context takes fewer splits than the grid has
+  // The row's context takes fewer splits than the grid has: the others return at once, or in a cluster
+  // take part in the merge with an empty range.
+  if (!kCluster && split >= n_split) return;
   const DevSeq seq = a.batch.seqs[a.batch.row_seq[row]];
   const int per = (ctx + n_split - 1) / n_split;
   const int j_begin = split * per;
@@ -147,12 +196,12 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
       }
     }
     PdlWait();
-    PdlTrigger();
+    PdlTriggerIf(!a.pdl_early);
     DecodeRopeItems<C, HD>(a, row, hk, group, ctx - 1, own, rq, rk, sq);
     __syncthreads();
   } else {
     PdlWait();
-    PdlTrigger();
+    PdlTriggerIf(!a.pdl_early);
   }
 
   float q[GMAX][8];
@@ -243,6 +292,7 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
 
   // Merge the sub-groups: (m, l, o) of each through shared memory.
   __shared__ float sm_m[SUBS][GMAX], sm_l[SUBS][GMAX];
+  __shared__ float cl_o[kCluster ? GMAX : 1][HD], cl_ml[kCluster ? GMAX : 1][2];
   __shared__ float sm_o[SUBS][GMAX][HD];
 #pragma unroll
   for (int g = 0; g < GMAX; ++g) {
@@ -264,7 +314,10 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
       }
     }
     const int h = hk * group + g;
-    if (a.n_splits == 1) {
+    if constexpr (kCluster) {
+      cl_o[g][d] = O;
+      if (d == 0) cl_ml[g][0] = mx, cl_ml[g][1] = L;
+    } else if (a.n_splits == 1) {
       OutRow(a, row, h, HD)[d] = F32ToBf16(O / L);
     } else {
       const int64_t base = (static_cast<int64_t>(li) * a.n_heads + h) * a.n_splits + split;
@@ -272,18 +325,20 @@ __global__ __launch_bounds__(kDecodeThreads) void AttnDecodeKernel(AttentionArgs
       if (d == 0) a.partial_ml[2 * base] = mx, a.partial_ml[2 * base + 1] = L;
     }
   }
+  if constexpr (kCluster) ClusterCombine<HD, GMAX>(a, row, hk, group, cl_o, cl_ml);
 }
 
 // grid (n_decode, n_heads), max(32, head_dim) threads: merges the splits of one (row, head) (the row's
 // AttnRowSplits, as AttnDecodeKernel took them).
 __global__ void AttnCombineKernel(AttentionArgs a) {
+  PdlTriggerIf(a.pdl_early);
   const int li = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const int hd = a.kv.head_dim;
   if (d >= hd) return;
   const int row = a.decode_rows[li];  // the step's batch: before the wait
   const int n_split = AttnRowSplits(a.batch.positions[row] + 1, a.split_min, a.n_splits);
   PdlWait();
-  PdlTrigger();
+  PdlTriggerIf(!a.pdl_early);
   const int64_t base = (static_cast<int64_t>(li) * a.n_heads + h) * a.n_splits;
   float mx = -INFINITY;
   for (int s = 0; s < n_split; ++s) mx = fmaxf(mx, a.partial_ml[2 * (base + s)]);
@@ -748,29 +803,69 @@ int DecodePositionsPerTrip() {
   return v;
 }
 
+// The largest cluster: 16 blocks, above the portable 8, which H100 and H200 allow per kernel.
+constexpr int kMaxClusterSplits = 16;
+
+// Lets a kernel launch in clusters above 8 blocks (once per kernel and device).
+void AllowNonPortableClusters(const void* kernel) {
+#ifndef HYMT_CUDA_EMU
+  int dev = 0;
+  HYMT_CUDA_CHECK(cudaGetDevice(&dev));
+  static std::mutex mu;
+  static std::set<std::pair<const void*, int>> allowed;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (!allowed.insert(std::make_pair(kernel, dev)).second) return;
+  HYMT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+#else
+  (void)kernel;
+#endif
+}
+
+std::atomic<int> g_attn_cluster{-1};
+std::atomic<int64_t> g_attn_cluster_launches{0};
+
 template <bool kF16, int HD>
-void LaunchFastT(const AttentionArgs& a, cudaStream_t stream) {
-  const int group = a.n_heads / a.kv.n_kv_heads;
+void LaunchFastT(const AttentionArgs& args, cudaStream_t stream) {
+  const int group = args.n_heads / args.kv.n_kv_heads;
+  AttentionArgs a = args;
   if (a.n_decode > 0) {
     const bool pdl = PdlEnabled();
+    a.pdl_early = pdl && PdlEarlyLevel() >= 1;
     const dim3 grid(a.kv.n_kv_heads, a.n_decode, a.n_splits);
-    auto launch = [&]<int U, bool kRope>() {
+    auto launch = [&]<int U, bool kRope, bool kCluster>() {
+      auto go = [&](auto kernel) {
+        if constexpr (kCluster) {
+          if (a.n_splits > 8) AllowNonPortableClusters(reinterpret_cast<const void*>(kernel));
+          LaunchClusters(pdl, static_cast<unsigned>(a.n_splits), kernel, grid, kDecodeThreads, 0, stream, a);
+        } else {
+          Launch(pdl, kernel, grid, kDecodeThreads, 0, stream, a);
+        }
+      };
       if (group == 1)
-        Launch(pdl, AttnDecodeKernel<kF16, HD, 1, U, kRope>, grid, kDecodeThreads, 0, stream, a);
+        go(AttnDecodeKernel<kF16, HD, 1, U, kRope, kCluster>);
       else if (group == 2)
-        Launch(pdl, AttnDecodeKernel<kF16, HD, 2, U, kRope>, grid, kDecodeThreads, 0, stream, a);
+        go(AttnDecodeKernel<kF16, HD, 2, U, kRope, kCluster>);
       else if (group <= 4)
-        Launch(pdl, AttnDecodeKernel<kF16, HD, 4, U, kRope>, grid, kDecodeThreads, 0, stream, a);
+        go(AttnDecodeKernel<kF16, HD, 4, U, kRope, kCluster>);
       else
-        Launch(pdl, AttnDecodeKernel<kF16, HD, 8, U, kRope>, grid, kDecodeThreads, 0, stream, a);
+        go(AttnDecodeKernel<kF16, HD, 8, U, kRope, kCluster>);
     };
     HYMT_CUDA_EXPECT(!a.rope.on || a.n_tiles == 0, "RoPE inside decode attention: decode rows only");
-    if (DecodePositionsPerTrip() == 1)
-      a.rope.on ? launch.template operator()<1, true>() : launch.template operator()<1, false>();
-    else
-      a.rope.on ? launch.template operator()<4, true>() : launch.template operator()<4, false>();
+    HYMT_CUDA_EXPECT(!a.cluster || (a.n_splits > 1 && a.n_splits <= kMaxClusterSplits),
+                     "decode attention in clusters of ", a.n_splits, " blocks");
+    if (DecodePositionsPerTrip() == 1) {
+      a.cluster = false;  // a measurement switch: the one-position trips keep the combine launch
+      a.rope.on ? launch.template operator()<1, true, false>()
+                : launch.template operator()<1, false, false>();
+    } else if (a.cluster) {
+      a.rope.on ? launch.template operator()<4, true, true>() : launch.template operator()<4, false, true>();
+      g_attn_cluster_launches.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      a.rope.on ? launch.template operator()<4, true, false>()
+                : launch.template operator()<4, false, false>();
+    }
     HYMT_CUDA_CHECK_LAUNCH();
-    if (a.n_splits > 1) {
+    if (a.n_splits > 1 && !a.cluster) {
       constexpr int kCombineThreads = HD > 32 ? HD : 32;
       Launch(pdl, AttnCombineKernel, dim3(a.n_decode, a.n_heads), kCombineThreads, 0, stream, a);
     }
@@ -784,6 +879,27 @@ void LaunchFastT(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+int AttnClusterSplits(int want_splits, int cc_major) {
+#ifdef HYMT_CUDA_EMU
+  (void)want_splits, (void)cc_major;
+  return 0;
+#else
+  static const int env = EnvInt("HYMT_ATTN_CLUSTER", 0);
+  const int set = g_attn_cluster.load(std::memory_order_relaxed);
+  const int size = set >= 0 ? set : env;
+  if (size <= 0 || cc_major < 9 || want_splits <= 1) return 0;
+  return size >= kMaxClusterSplits ? kMaxClusterSplits : 8;
+#endif
+}
+
+void SetAttnCluster(int size) {
+  g_attn_cluster.store(size, std::memory_order_relaxed);
+}
+
+int64_t AttnClusterLaunches() {
+  return g_attn_cluster_launches.load(std::memory_order_relaxed);
+}
 
 bool AttentionFastSupported(const KvView& kv, int n_heads) {
   const int group = kv.n_kv_heads > 0 ? n_heads / kv.n_kv_heads : 0;

@@ -39,6 +39,14 @@ __device__ __forceinline__ void PdlTrigger() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// Kernels call PdlTrigger once: after their PdlWait, or, where the launch asks for it (pdl_early), at their
+// start (GEMVs: after their first weight loads), so that the next kernel's blocks can become resident and
+// run their own part before the wait while this one still waits. Its PdlWait still waits for the whole of
+// this kernel (and so for every kernel before), so this changes when the next kernel starts, not what it
+// reads. PdlTriggerIf(pdl_early) at the start and PdlTriggerIf(!pdl_early) after the wait.
+__device__ __forceinline__ void PdlTriggerIf(bool c) {
+  if (c) PdlTrigger();
+}
 
 // Asks L2 for the 128-byte line holding p (no register is written; a no-op where there is no GPU).
 __device__ __forceinline__ void PrefetchL2(const void* p) {
@@ -62,6 +70,11 @@ __device__ __forceinline__ uint4* DynamicSmem() {
 // True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
 // turned off with HYMT_PDL=0.
 bool PdlEnabled();
+// Which kernels trigger their dependents early (PdlTriggerIf): 0 none (the default), 1 the small ones (the
+// norms, RoPE + KV write, decode attention and its combine, the quantising launch), 2 the GEMVs too.
+// HYMT_PDL_EARLY, or SetPdlEarlyLevel (tests; -1 returns to the variable).
+int PdlEarlyLevel();
+void SetPdlEarlyLevel(int level);
 // The current device's SM count (-1: unknown), asked once per device.
 int SmCount();
 
@@ -81,6 +94,33 @@ void Launch(bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, 
   config.numAttrs = pdl ? 1 : 0;
   CheckCuda(cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...), "cudaLaunchKernelEx", __FILE__,
             __LINE__);
+}
+
+// The same with thread-block clusters of (1, 1, cluster_z) blocks (sm_90+; above 8 the kernel must allow
+// non-portable cluster sizes).
+template <typename... P, typename... A>
+void LaunchClusters(bool pdl, unsigned cluster_z, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                    cudaStream_t stream, A&&... args) {
+#ifdef HYMT_CUDA_EMU
+  Fail(ErrorCode::kUnsupported, "cuda: thread-block clusters in the CPU emulator");
+#else
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = cluster_z;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = pdl ? 2 : 1;
+  CheckCuda(cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...), "cudaLaunchKernelEx", __FILE__,
+            __LINE__);
+#endif
 }
 
 // ---- numbers ----

@@ -271,7 +271,19 @@ struct AttentionArgs {
     bool has_q_norm = false, has_k_norm = false;
     float eps = 0;
   } rope;
+  bool pdl_early = false;  // the decode kernels trigger their dependents at their start (PdlTriggerIf)
+  // The n_splits blocks of each (kv head, row) run as one thread-block cluster and merge the splits
+  // themselves (no combine launch; AttnClusterSplits says when).
+  bool cluster = false;
 };
+// Decode attention's splits merged inside clusters: the cluster size (the grid's splits) for a device of
+// compute capability cc_major.x where the combine launch would run (want_splits > 1), or 0: off below
+// sm_90, in the CPU emulator, and where HYMT_ATTN_CLUSTER (or SetAttnCluster, tests; -1 returns to the
+// variable) is 0; otherwise 8 or 16, the value given.
+int AttnClusterSplits(int want_splits, int cc_major);
+void SetAttnCluster(int size);
+// How many decode attention launches have run in clusters in this process (tests check that they ran).
+int64_t AttnClusterLaunches();
 // True when the fast decode and prefill kernels take this head_dim, group and KV type.
 bool AttentionFastSupported(const KvView& kv, int n_heads);
 // True when the tensor-core prefill kernel takes this cache and group on a device of compute capability

@@ -880,6 +880,11 @@ class CudaOpsImpl final : public CudaOps {
       a.prefill_tensor_cores = options_.prefill_attention_tensor_cores &&
                                cuda::PrefillTensorCoresSupported(kvv, n_heads, cc_major_);
       a.n_splits = Splits(a.n_decode, n_heads, kv.n_kv_heads, kv.head_dim);
+      // Few decode rows: the splits merge inside clusters of blocks (sm_90+), no combine launch.
+      if (const int cluster = cuda::AttnClusterSplits(a.n_splits, cc_major_); cluster > 0 && !CtxBuckets()) {
+        a.n_splits = cluster;
+        a.cluster = true;
+      }
       a.split_min = SplitMinPositions();
       a.partial_o = static_cast<float*>(attn_.get());
       a.partial_ml = a.partial_o + static_cast<size_t>(a.n_decode) * n_heads * a.n_splits * kv.head_dim;

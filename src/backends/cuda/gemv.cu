@@ -112,6 +112,7 @@ struct GemvArgs {
   const int8_t* pre;
   bool out_f32;
   GemvEpilogue epi;
+  bool pdl_early;  // PdlTriggerIf: trigger after the first weight loads, before the wait
 };
 
 // The segment row block b (blockIdx.x, or a persistent block's current one) belongs to, and its index
@@ -312,8 +313,9 @@ __global__ __launch_bounds__(kThreads) void GemvKernel(GemvArgs a) {
   // kernel before this one finishes.
   typename F::Raw raw[kUnroll][kRows];
   LoadUnits<F>(raw, rb.sg->w, a.up, rb.rows, lane_g, G, units);
+  PdlTriggerIf(a.pdl_early);
   PdlWait();
-  PdlTrigger();
+  PdlTriggerIf(!a.pdl_early);
   const uint16_t* x = a.x;
   int64_t x_stride = a.x_stride;
   if constexpr (kNorm) {
@@ -454,9 +456,10 @@ __device__ __forceinline__ int ActSlot(int g, int K) {
 // One thread per group, blockIdx.y the token row.
 template <DType T, bool kSmem>
 __global__ __launch_bounds__(kThreads) void QuantizeActKernel(const uint16_t* x, int64_t x_stride, int K,
-                                                              int8_t* xq, float2* xds) {
+                                                              int8_t* xq, float2* xds, bool pdl_early) {
+  PdlTriggerIf(pdl_early);
   PdlWait();
-  PdlTrigger();
+  PdlTriggerIf(!pdl_early);
   const int groups = K / 16;
   const int g = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
   if (g >= groups) return;
@@ -642,8 +645,9 @@ __device__ __forceinline__ void GemvInt8Body(const GemvArgs& a, const int8_t* xq
   RowPtrs<F>(rp, rb.sg->w, a.up, rb.rows);
   typename F::Raw raw[kUnroll][kRows];
   LoadUnitsAt<F>(raw, rp, lane_g, G, units);
+  PdlTriggerIf(a.pdl_early);
   PdlWait();
-  PdlTrigger();
+  PdlTriggerIf(!a.pdl_early);
   if constexpr (kSmemX) {
     int8_t* sq = reinterpret_cast<int8_t*>(DynamicSmem());
     float2* sd = reinterpret_cast<float2*>(sq + a.n_tok * K);  // K % 32 == 0: 16-byte aligned
@@ -922,6 +926,7 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   const int group = fixed_group > 0 ? fixed_group : GroupSize(parts[0].w.dtype, x.rows, units, kUnroll);
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
   GemvArgs a{};
+  a.pdl_early = PdlEnabled() && PdlEarlyLevel() >= 2;
   a.n_seg = static_cast<int>(parts.size());
   int64_t total = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -1100,7 +1105,8 @@ bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
     float2* xds = reinterpret_cast<float2*>(xq + K);
     const dim3 qgrid(static_cast<unsigned>((K / 16 + kThreads - 1) / kThreads), 1);
     Launch(pdl, QuantizeActKernel<T, true>, qgrid, dim3(kThreads), 0, stream,
-           static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds);
+           static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds,
+           pdl && PdlEarlyLevel() >= 1);
     a.pre = xq;
   }
   const auto kernel = GemvBulkKernel<T, kPair>;
@@ -1134,8 +1140,9 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   const dim3 qgrid(static_cast<unsigned>((K / 16 + kThreads - 1) / kThreads), static_cast<unsigned>(x.rows));
   if (smem > 0) {
     if (norm == nullptr && K >= GemvPrequantMinK()) {
-      Launch(pdl, QuantizeActKernel<T, true>, qgrid, dim3(kThreads), 0, stream, static_cast<const uint16_t*>(x.data),
-             x.stride, static_cast<int>(K), xq, xds);
+      Launch(pdl, QuantizeActKernel<T, true>, qgrid, dim3(kThreads), 0, stream,
+             static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds,
+             pdl && PdlEarlyLevel() >= 1);
       a.pre = xq;
     }
     const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, true>;
@@ -1147,8 +1154,9 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
            static_cast<const float2*>(nullptr));
     return;
   }
-  Launch(pdl, QuantizeActKernel<T, false>, qgrid, dim3(kThreads), 0, stream, static_cast<const uint16_t*>(x.data),
-         x.stride, static_cast<int>(K), xq, xds);
+  Launch(pdl, QuantizeActKernel<T, false>, qgrid, dim3(kThreads), 0, stream,
+         static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds,
+         pdl && PdlEarlyLevel() >= 1);
   const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, false>;
   const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), 0));
   Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, 0, stream, a, static_cast<const int8_t*>(xq),
@@ -1262,6 +1270,18 @@ DeviceTraits CurrentDeviceTraits() {
 bool PdlEnabled() {
   static const bool env_on = !EnvEquals("HYMT_PDL", "0");
   return env_on && CurrentDeviceTraits().cc_major >= 9;
+}
+
+std::atomic<int> g_pdl_early{-1};
+
+int PdlEarlyLevel() {
+  static const int env = EnvInt("HYMT_PDL_EARLY", 0);
+  const int set = g_pdl_early.load(std::memory_order_relaxed);
+  return set >= 0 ? set : env;
+}
+
+void SetPdlEarlyLevel(int level) {
+  g_pdl_early.store(level, std::memory_order_relaxed);
 }
 
 // Whether one-token-row int8 GEMVs take the bulk-copy kernel, set by SetGemvBulk (-1: HYMT_GEMV_BULK=1 turns

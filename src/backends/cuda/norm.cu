@@ -15,10 +15,11 @@ constexpr int kMaxHeadDim = 256;  // RopeNorm: a warp holds a head, 4 pairs per 
 // One block per row. out = bf16(bf16(x * inv) * w): the normalised value is rounded to bf16 before the
 // multiply by the weight, as HF does. Each thread writes only elements it read itself, so x and out may
 // alias.
-__global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightView w, float eps,
-                                                              MatView out) {
+__global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightView w, float eps, MatView out,
+                                                              bool pdl_early) {
+  PdlTriggerIf(pdl_early);
   PdlWait();
-  PdlTrigger();
+  PdlTriggerIf(!pdl_early);
   __shared__ float scratch[32];
   const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
   uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
@@ -39,7 +40,9 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormKernel(MatView x, WeightV
 // kChunks, so cols <= 2048 kChunks) in registers between the two passes. At one token row a decode step
 // waits for this kernel twice a layer: 8 elements per load cut its latency.
 template <int kChunks>
-__global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps, MatView out) {
+__global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, WeightView w, float eps,
+                                                                 MatView out, bool pdl_early) {
+  PdlTriggerIf(pdl_early);
   __shared__ float scratch[32];
   const uint16_t* xr = static_cast<const uint16_t*>(x.data) + blockIdx.x * x.stride;
   uint16_t* o = static_cast<uint16_t*>(out.data) + blockIdx.x * out.stride;
@@ -59,7 +62,7 @@ __global__ __launch_bounds__(kNormThreads) void RmsNormVecKernel(MatView x, Weig
     }
   }
   PdlWait();
-  PdlTrigger();
+  PdlTriggerIf(!pdl_early);
   // The sum of squares as RowRmsInv (the GEMV's fused norm) takes it: chunk by chunk, in order.
   float v[kChunks][8];
   float ss = 0.0f;
@@ -105,9 +108,11 @@ __global__ __launch_bounds__(128) void RopeNormKernel(MatView x, int n_heads, in
 // (copied into the cache). The same arithmetic as RopeNormKernel and KvWriteKernel.
 template <DType C>
 __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, MatView v, int n_heads,
-                                                        WeightView inv_freq, WeightView q_norm, bool has_q_norm,
-                                                        WeightView k_norm, bool has_k_norm, float eps, KvView kv,
-                                                        BatchView batch) {
+                                                        WeightView inv_freq, WeightView q_norm,
+                                                        bool has_q_norm, WeightView k_norm, bool has_k_norm,
+                                                        float eps, KvView kv, BatchView batch,
+                                                        bool pdl_early) {
+  PdlTriggerIf(pdl_early);
   // Before the wait: the position, the cache slot and the lane's RoPE constants (none from an earlier
   // kernel); after it, the head's values from the q/k/v products.
   const int items = n_heads + 2 * kv.n_kv_heads;
@@ -120,7 +125,7 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
   if (h < n_heads) {
     const RopeLane r = RopeLanePrepare(hd, static_cast<float>(pos), inv_freq, q_norm, has_q_norm);
     PdlWait();
-    PdlTrigger();
+    PdlTriggerIf(!pdl_early);
     uint16_t* p = static_cast<uint16_t*>(q.data) + row * q.stride + static_cast<int64_t>(h) * hd;
     RopeNormApply<C>(p, p, hd, r, has_q_norm, eps, nullptr, 0);
     return;
@@ -132,13 +137,13 @@ __global__ __launch_bounds__(128) void RopeNormKvKernel(MatView q, MatView k, Ma
   if (h < n_heads + kv.n_kv_heads) {
     const RopeLane r = RopeLanePrepare(hd, static_cast<float>(pos), inv_freq, k_norm, has_k_norm);
     PdlWait();
-    PdlTrigger();
+    PdlTriggerIf(!pdl_early);
     uint16_t* p = static_cast<uint16_t*>(k.data) + row * k.stride + static_cast<int64_t>(hk) * hd;
     RopeNormApply<C>(p, p, hd, r, has_k_norm, eps, kv.k, base);
     return;
   }
   PdlWait();
-  PdlTrigger();
+  PdlTriggerIf(!pdl_early);
   const uint16_t* p = static_cast<const uint16_t*>(v.data) + row * v.stride + static_cast<int64_t>(hk) * hd;
   for (int d = threadIdx.x & 31; d < hd; d += 32) StoreKv<C>(kv.v, base + d, p[d]);
 }
@@ -149,6 +154,7 @@ void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaS
   if (x.rows == 0) return;
   const unsigned rows = static_cast<unsigned>(x.rows);
   const bool pdl = PdlEnabled();
+  const bool early = pdl && PdlEarlyLevel() >= 1;
   auto aligned = [](const void* p, int64_t stride) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride % 8 == 0;
   };
@@ -156,13 +162,13 @@ void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaS
                    aligned(out.data, out.stride) &&
                    (w.dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(w.data) % 16 == 0);
   if (vec && x.cols <= 2048)
-    Launch(pdl, RmsNormVecKernel<1>, rows, kNormThreads, 0, stream, x, w, eps, out);
+    Launch(pdl, RmsNormVecKernel<1>, rows, kNormThreads, 0, stream, x, w, eps, out, early);
   else if (vec && x.cols <= 4096)
-    Launch(pdl, RmsNormVecKernel<2>, rows, kNormThreads, 0, stream, x, w, eps, out);
+    Launch(pdl, RmsNormVecKernel<2>, rows, kNormThreads, 0, stream, x, w, eps, out, early);
   else if (vec)
-    Launch(pdl, RmsNormVecKernel<4>, rows, kNormThreads, 0, stream, x, w, eps, out);
+    Launch(pdl, RmsNormVecKernel<4>, rows, kNormThreads, 0, stream, x, w, eps, out, early);
   else
-    Launch(pdl, RmsNormKernel, rows, kNormThreads, 0, stream, x, w, eps, out);
+    Launch(pdl, RmsNormKernel, rows, kNormThreads, 0, stream, x, w, eps, out, early);
 }
 
 void LaunchRopeNorm(MatView x, int n_heads, int head_dim, const WeightView& inv_freq, const WeightView* norm,
@@ -186,18 +192,19 @@ void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const Weight
   const WeightView qn = q_norm != nullptr ? *q_norm : WeightView{}, kn = k_norm != nullptr ? *k_norm : WeightView{};
   const bool has_q = q_norm != nullptr, has_k = k_norm != nullptr;
   const bool pdl = PdlEnabled();
+  const bool early = pdl && PdlEarlyLevel() >= 1;
   switch (kv.dtype) {
     case DType::kBF16:
-      Launch(pdl, RopeNormKvKernel<DType::kBF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch);
+      Launch(pdl, RopeNormKvKernel<DType::kBF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn,
+             has_q, kn, has_k, eps, kv, batch, early);
       break;
     case DType::kF16:
-      Launch(pdl, RopeNormKvKernel<DType::kF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch);
+      Launch(pdl, RopeNormKvKernel<DType::kF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn,
+             has_q, kn, has_k, eps, kv, batch, early);
       break;
     case DType::kF32:
-      Launch(pdl, RopeNormKvKernel<DType::kF32>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn, has_q, kn,
-             has_k, eps, kv, batch);
+      Launch(pdl, RopeNormKvKernel<DType::kF32>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn,
+             has_q, kn, has_k, eps, kv, batch, early);
       break;
     default:
       Fail(ErrorCode::kUnsupported, "cuda: KV cache type ", DTypeName(kv.dtype), " (bf16, f16 or f32)");
