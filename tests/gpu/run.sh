@@ -121,11 +121,15 @@ if [[ $TESTS == ON ]]; then
   # Switched off by default: a replayed step's uploads as copies, and the greedy ids' copy on the compute
   # stream (the defaults: one kernel, and a stream of its own).
   rerun copies "HYMT_STAGE_KERNEL=0 HYMT_IDS_STREAM=0" 'CudaGraphTest.*:CudaStreaming.Lookahead*'
-  # Kernels that let the next one launch at their start (HYMT_PDL_EARLY=2: the small kernels and the GEMVs).
+  # Kernels that let the next one launch at their start: the GEMVs too (HYMT_PDL_EARLY=2; 1, the small
+  # kernels alone, is the default), and none (0, as before).
   rerun early HYMT_PDL_EARLY=2 'CudaOpsTest.*:CudaGraphTest.*:CudaStreaming.*:CudaMatMulTest.*'
-  # Decode attention's splits merged in clusters of 16 blocks (sm_90+), alone and with RoPE inside it.
-  rerun clusters HYMT_ATTN_CLUSTER=16 'CudaGraphTest.*:CudaStreaming.*:CudaOpsTest.RopeNormKvAttention*'
-  rerun clusters_fused "HYMT_ATTN_CLUSTER=16 HYMT_FUSE_ROPE_ATTN=1" \
+  rerun late HYMT_PDL_EARLY=0 'CudaGraphTest.*:CudaStreaming.*'
+  # Decode attention's splits merged in clusters of 8 blocks (16 by default on sm_90+), and by the combine
+  # launch (no clusters), alone and with RoPE inside the attention.
+  rerun clusters8 HYMT_ATTN_CLUSTER=8 'CudaGraphTest.*:CudaStreaming.*:CudaOpsTest.RopeNormKvAttention*'
+  rerun combine HYMT_ATTN_CLUSTER=0 'CudaGraphTest.*:CudaStreaming.*'
+  rerun combine_fused "HYMT_ATTN_CLUSTER=0 HYMT_FUSE_ROPE_ATTN=1" \
     'CudaOpsTest.RopeNormKvAttention*:CudaStreaming.GraphedDecodeMatchesEager*'
 fi
 

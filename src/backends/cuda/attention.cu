@@ -885,7 +885,7 @@ int AttnClusterSplits(int want_splits, int cc_major) {
   (void)want_splits, (void)cc_major;
   return 0;
 #else
-  static const int env = EnvInt("HYMT_ATTN_CLUSTER", 0);
+  static const int env = EnvInt("HYMT_ATTN_CLUSTER", kMaxClusterSplits);
   const int set = g_attn_cluster.load(std::memory_order_relaxed);
   const int size = set >= 0 ? set : env;
   if (size <= 0 || cc_major < 9 || want_splits <= 1) return 0;

@@ -70,8 +70,8 @@ __device__ __forceinline__ uint4* DynamicSmem() {
 // True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
 // turned off with HYMT_PDL=0.
 bool PdlEnabled();
-// Which kernels trigger their dependents early (PdlTriggerIf): 0 none (the default), 1 the small ones (the
-// norms, RoPE + KV write, decode attention and its combine, the quantising launch), 2 the GEMVs too.
+// Which kernels trigger their dependents early (PdlTriggerIf): 0 none, 1 the small ones (the norms, RoPE +
+// KV write, decode attention and its combine, the quantising launch; the default), 2 the GEMVs too.
 // HYMT_PDL_EARLY, or SetPdlEarlyLevel (tests; -1 returns to the variable).
 int PdlEarlyLevel();
 void SetPdlEarlyLevel(int level);

@@ -279,7 +279,7 @@ struct AttentionArgs {
 // Decode attention's splits merged inside clusters: the cluster size (the grid's splits) for a device of
 // compute capability cc_major.x where the combine launch would run (want_splits > 1), or 0: off below
 // sm_90, in the CPU emulator, and where HYMT_ATTN_CLUSTER (or SetAttnCluster, tests; -1 returns to the
-// variable) is 0; otherwise 8 or 16, the value given.
+// variable) is 0; otherwise 16 (the default) or 8, as given.
 int AttnClusterSplits(int want_splits, int cc_major);
 void SetAttnCluster(int size);
 // How many decode attention launches have run in clusters in this process (tests check that they ran).

@@ -1275,7 +1275,7 @@ bool PdlEnabled() {
 std::atomic<int> g_pdl_early{-1};
 
 int PdlEarlyLevel() {
-  static const int env = EnvInt("HYMT_PDL_EARLY", 0);
+  static const int env = EnvInt("HYMT_PDL_EARLY", 1);
   const int set = g_pdl_early.load(std::memory_order_relaxed);
   return set >= 0 ? set : env;
 }
