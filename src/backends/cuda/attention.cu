@@ -21,6 +21,7 @@
 // Scores use exp2 with q pre-scaled by scale * log2(e) (the tensor-core kernel scales S instead, so that Q
 // enters the mma exact); softmax and sums are f32.
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -821,6 +822,37 @@ void AllowNonPortableClusters(const void* kernel) {
 #endif
 }
 
+#ifndef HYMT_CUDA_EMU
+// Whether clusters of `size` decode attention blocks can run on the current device (a partitioned GPU may
+// hold too few SMs in a GPC), asked once per device and size of the instantiation with the most shared
+// memory; where they cannot, decode attention keeps the combine launch.
+bool ClustersFit(int size) {
+  int dev = 0;
+  HYMT_CUDA_CHECK(cudaGetDevice(&dev));
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, bool> fit;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(dev, size);
+  if (const auto it = fit.find(key); it != fit.end()) return it->second;
+  const auto kernel = AttnDecodeKernel<false, 128, 8, 4, true, true>;
+  if (size > 8) AllowNonPortableClusters(reinterpret_cast<const void*>(kernel));
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = static_cast<unsigned>(size);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1, 1, static_cast<unsigned>(size));
+  config.blockDim = dim3(kDecodeThreads);
+  config.attrs = attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+  if (err != cudaSuccess) (void)cudaGetLastError();  // not fatal: no clusters of this size
+  return fit[key] = err == cudaSuccess && clusters > 0;
+}
+#endif
+
 std::atomic<int> g_attn_cluster{-1};
 std::atomic<int64_t> g_attn_cluster_launches{0};
 
@@ -889,7 +921,8 @@ int AttnClusterSplits(int want_splits, int cc_major) {
   const int set = g_attn_cluster.load(std::memory_order_relaxed);
   const int size = set >= 0 ? set : env;
   if (size <= 0 || cc_major < 9 || want_splits <= 1) return 0;
-  return size >= kMaxClusterSplits ? kMaxClusterSplits : 8;
+  if (size >= kMaxClusterSplits && ClustersFit(kMaxClusterSplits)) return kMaxClusterSplits;
+  return ClustersFit(8) ? 8 : 0;
 #endif
 }
 

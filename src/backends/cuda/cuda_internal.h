@@ -279,7 +279,8 @@ struct AttentionArgs {
 // Decode attention's splits merged inside clusters: the cluster size (the grid's splits) for a device of
 // compute capability cc_major.x where the combine launch would run (want_splits > 1), or 0: off below
 // sm_90, in the CPU emulator, and where HYMT_ATTN_CLUSTER (or SetAttnCluster, tests; -1 returns to the
-// variable) is 0; otherwise 16 (the default) or 8, as given.
+// variable) is 0; otherwise 16 (the default) or 8, as given, or 8 where the device cannot run clusters of
+// 16 (cudaOccupancyMaxActiveClusters), 0 where it cannot run 8.
 int AttnClusterSplits(int want_splits, int cc_major);
 void SetAttnCluster(int size);
 // How many decode attention launches have run in clusters in this process (tests check that they ran).
