@@ -125,6 +125,7 @@ if has ab && [[ -f $R7B/config.json && -x $HYMT ]]; then
     f=${spec%%:*}; v=${spec#*:}; m=$W/r7b-$f.gguf; [[ $f == bf16 ]] && m=$R7B
     [[ -e $m ]] || continue
     name=ab_${f}_${v:-default}; name=${name//[=,]/_}
+    k=2; base=$name; while [[ -e $W/$name.log ]]; do name=${base}_$k; k=$((k + 1)); done  # a repeated spec
     # PROMPT=N among the words: the prompt's length (48 by default); hymt ignores the variable itself.
     p=$(grep -o 'PROMPT=[0-9]*' <<<"$v" | cut -d= -f2)
     stage "$name" 40 env ${v//,/ } "$HYMT" bench --model "$m" --device cuda --batches ${AB_BATCHES:-1} --prompt ${p:-48} --gen 128 \
