@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Where a decode step's time goes, kernel by kernel, from an Nsight Systems trace.
+"""Where a decode step's time goes, kernel by kernel, from a CUPTI kernel trace.
 
   CUDA_INJECTION64_PATH=libkernel_trace.so HYMT_KERNEL_TRACE=trace.csv hymt bench ...  (kernel_trace.cc)
   tools/device/step_trace.py trace.csv [--split GatherRowsKernel] [--layers 32]
-(or an Nsight Systems SQLite export of `nsys profile --trace cuda --cuda-graph-trace=node`).
 
-The trace's kernels are cut into steps at each launch of the --split kernel (the embedding gather, the
-first kernel of every step's graph); the steps with the most common kernel count are the decode steps.
+The trace's kernels are cut into steps at each launch of the --split kernel (one that runs once a step;
+the steps come out rotated, which changes only the boundary's row); the steps with the most common kernel
+count are the decode steps.
 For each kernel position of a step it prints the mean over those steps of
   dur     its own duration (start of its first block to the end of its last; with programmatic dependent
           launches the start is before the wait on the kernel before, so this includes waiting),
@@ -18,7 +18,6 @@ of `adds` per kernel name. Only Python's standard library is used.
 import argparse
 import collections
 import re
-import sqlite3
 import statistics
 import sys
 
@@ -46,34 +45,25 @@ def short(name):
 
 
 def load(path):
-    """(start, end, short name, grid) of every kernel, in start order, from kernel_trace.cc's CSV or an
-    Nsight Systems SQLite export."""
-    if path.endswith(".csv"):
-        rows = []
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                parts = line.rstrip("\n").split(",", 5)
-                if len(parts) == 6:
-                    a, b, gx, gy, gz, n = parts
-                    rows.append((int(a), int(b), short(n), (int(gx), int(gy), int(gz))))
-        return sorted(rows)
-    db = sqlite3.connect(path)
-    cols = {r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
-    name_col = "demangledName" if "demangledName" in cols else "shortName"
-    rows = db.execute(
-        f"SELECT k.start, k.end, s.value, k.gridX, k.gridY, k.gridZ FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-        f"JOIN StringIds s ON s.id = k.{name_col} ORDER BY k.start").fetchall()
-    return [(a, b, short(n), (gx, gy, gz)) for a, b, n, gx, gy, gz in rows]
+    """(start, end, short name, grid) of every kernel in kernel_trace.cc's CSV, in start order."""
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.rstrip("\n").split(",", 5)  # the name may hold commas
+            if len(parts) == 6:
+                a, b, gx, gy, gz, n = parts
+                rows.append((int(a), int(b), short(n), (int(gx), int(gy), int(gz))))
+    return sorted(rows)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("sqlite")
+    ap.add_argument("csv")
     ap.add_argument("--split", default="GatherRowsKernel")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--skip", type=int, default=2, help="decode steps left out at the start (warm-up)")
     args = ap.parse_args()
-    ks = load(args.sqlite)
+    ks = load(args.csv)
     if not ks:
         sys.exit("no kernels in the trace")
     steps, cur = [], []

@@ -836,11 +836,7 @@ bool ClustersFit(int size) {
   if (const auto it = fit.find(key); it != fit.end()) return it->second;
   const auto kernel = AttnDecodeKernel<false, 128, 8, 4, true, true>;
   if (size > 8) AllowNonPortableClusters(reinterpret_cast<const void*>(kernel));
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = static_cast<unsigned>(size);
+  cudaLaunchAttribute attr[1] = {ClusterAttribute(static_cast<unsigned>(size))};
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(1, 1, static_cast<unsigned>(size));
   config.blockDim = dim3(kDecodeThreads);
@@ -862,7 +858,7 @@ void LaunchFastT(const AttentionArgs& args, cudaStream_t stream) {
   AttentionArgs a = args;
   if (a.n_decode > 0) {
     const bool pdl = PdlEnabled();
-    a.pdl_early = pdl && PdlEarlyLevel() >= 1;
+    a.pdl_early = PdlEarly(kPdlEarlySmall);
     const dim3 grid(a.kv.n_kv_heads, a.n_decode, a.n_splits);
     auto launch = [&]<int U, bool kRope, bool kCluster>() {
       auto go = [&](auto kernel) {

@@ -70,56 +70,66 @@ __device__ __forceinline__ uint4* DynamicSmem() {
 // True when kernels on the current device launch with programmatic dependent launch: sm_90+ and not
 // turned off with HYMT_PDL=0.
 bool PdlEnabled();
-// Which kernels trigger their dependents early (PdlTriggerIf): 0 none, 1 the small ones (the norms, RoPE +
-// KV write, decode attention and its combine, the quantising launch; the default), 2 the GEMVs too.
-// HYMT_PDL_EARLY, or SetPdlEarlyLevel (tests; -1 returns to the variable).
-int PdlEarlyLevel();
-void SetPdlEarlyLevel(int level);
+// Whether kernels of this level trigger their dependents early (PdlTriggerIf): PdlEnabled() and
+// HYMT_PDL_EARLY at least the level, which is 0 none, kPdlEarlySmall the small kernels (the norms, RoPE +
+// KV write, decode attention and its combine, the quantising launch; the default), kPdlEarlyGemv the GEMVs
+// too.
+constexpr int kPdlEarlySmall = 1, kPdlEarlyGemv = 2;
+bool PdlEarly(int level);
 // The current device's SM count (-1: unknown), asked once per device.
 int SmCount();
 
-// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when pdl.
+// Launch attributes: programmatic dependent launch, and thread-block clusters of (1, 1, z) blocks (sm_90+;
+// above 8 the kernel must allow non-portable cluster sizes).
+inline cudaLaunchAttribute PdlAttribute() {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  return attr;
+}
+#ifndef HYMT_CUDA_EMU
+inline cudaLaunchAttribute ClusterAttribute(unsigned z) {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 1;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = z;
+  return attr;
+}
+#endif
+
+// kernel<<<grid, block, smem, stream>>>(args...) with the first n of attrs.
 template <typename... P, typename... A>
-void Launch(bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-            A&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+void LaunchWith(cudaLaunchAttribute* attrs, unsigned n, void (*kernel)(P...), dim3 grid, dim3 block,
+                size_t smem, cudaStream_t stream, A&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = pdl ? 1 : 0;
+  config.attrs = attrs;
+  config.numAttrs = n;
   CheckCuda(cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...), "cudaLaunchKernelEx", __FILE__,
             __LINE__);
 }
 
-// The same with thread-block clusters of (1, 1, cluster_z) blocks (sm_90+; above 8 the kernel must allow
-// non-portable cluster sizes).
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when pdl.
+template <typename... P, typename... A>
+void Launch(bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            A&&... args) {
+  cudaLaunchAttribute attr[1] = {PdlAttribute()};
+  LaunchWith(attr, pdl ? 1 : 0, kernel, grid, block, smem, stream, std::forward<A>(args)...);
+}
+
+// The same in thread-block clusters of (1, 1, cluster_z) blocks.
 template <typename... P, typename... A>
 void LaunchClusters(bool pdl, unsigned cluster_z, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                     cudaStream_t stream, A&&... args) {
 #ifdef HYMT_CUDA_EMU
   Fail(ErrorCode::kUnsupported, "cuda: thread-block clusters in the CPU emulator");
 #else
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = cluster_z;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = pdl ? 2 : 1;
-  CheckCuda(cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...), "cudaLaunchKernelEx", __FILE__,
-            __LINE__);
+  cudaLaunchAttribute attr[2] = {ClusterAttribute(cluster_z), PdlAttribute()};
+  LaunchWith(attr, pdl ? 2 : 1, kernel, grid, block, smem, stream, std::forward<A>(args)...);
 #endif
 }
 

@@ -926,7 +926,7 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   const int group = fixed_group > 0 ? fixed_group : GroupSize(parts[0].w.dtype, x.rows, units, kUnroll);
   const int64_t rows_per_block = static_cast<int64_t>(kThreads / group) * RPT;
   GemvArgs a{};
-  a.pdl_early = PdlEnabled() && PdlEarlyLevel() >= 2;
+  a.pdl_early = PdlEarly(kPdlEarlyGemv);
   a.n_seg = static_cast<int>(parts.size());
   int64_t total = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -1106,7 +1106,7 @@ bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
     const dim3 qgrid(static_cast<unsigned>((K / 16 + kThreads - 1) / kThreads), 1);
     Launch(pdl, QuantizeActKernel<T, true>, qgrid, dim3(kThreads), 0, stream,
            static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds,
-           pdl && PdlEarlyLevel() >= 1);
+           PdlEarly(kPdlEarlySmall));
     a.pre = xq;
   }
   const auto kernel = GemvBulkKernel<T, kPair>;
@@ -1142,7 +1142,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
     if (norm == nullptr && K >= GemvPrequantMinK()) {
       Launch(pdl, QuantizeActKernel<T, true>, qgrid, dim3(kThreads), 0, stream,
              static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds,
-             pdl && PdlEarlyLevel() >= 1);
+             PdlEarly(kPdlEarlySmall));
       a.pre = xq;
     }
     const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, true>;
@@ -1156,7 +1156,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   }
   Launch(pdl, QuantizeActKernel<T, false>, qgrid, dim3(kThreads), 0, stream,
          static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds,
-         pdl && PdlEarlyLevel() >= 1);
+         PdlEarly(kPdlEarlySmall));
   const auto kernel = GemvInt8Kernel<T, R, kPair, RPT, false>;
   const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), 0));
   Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, 0, stream, a, static_cast<const int8_t*>(xq),
@@ -1272,16 +1272,9 @@ bool PdlEnabled() {
   return env_on && CurrentDeviceTraits().cc_major >= 9;
 }
 
-std::atomic<int> g_pdl_early{-1};
-
-int PdlEarlyLevel() {
-  static const int env = EnvInt("HYMT_PDL_EARLY", 1);
-  const int set = g_pdl_early.load(std::memory_order_relaxed);
-  return set >= 0 ? set : env;
-}
-
-void SetPdlEarlyLevel(int level) {
-  g_pdl_early.store(level, std::memory_order_relaxed);
+bool PdlEarly(int level) {
+  static const int env = EnvInt("HYMT_PDL_EARLY", kPdlEarlySmall);
+  return env >= level && PdlEnabled();
 }
 
 // Whether one-token-row int8 GEMVs take the bulk-copy kernel, set by SetGemvBulk (-1: HYMT_GEMV_BULK=1 turns

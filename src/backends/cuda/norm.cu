@@ -154,7 +154,7 @@ void LaunchRmsNorm(MatView x, const WeightView& w, float eps, MatView out, cudaS
   if (x.rows == 0) return;
   const unsigned rows = static_cast<unsigned>(x.rows);
   const bool pdl = PdlEnabled();
-  const bool early = pdl && PdlEarlyLevel() >= 1;
+  const bool early = PdlEarly(kPdlEarlySmall);
   auto aligned = [](const void* p, int64_t stride) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride % 8 == 0;
   };
@@ -192,7 +192,7 @@ void LaunchRopeNormKv(MatView q, MatView k, MatView v, int n_heads, const Weight
   const WeightView qn = q_norm != nullptr ? *q_norm : WeightView{}, kn = k_norm != nullptr ? *k_norm : WeightView{};
   const bool has_q = q_norm != nullptr, has_k = k_norm != nullptr;
   const bool pdl = PdlEnabled();
-  const bool early = pdl && PdlEarlyLevel() >= 1;
+  const bool early = PdlEarly(kPdlEarlySmall);
   switch (kv.dtype) {
     case DType::kBF16:
       Launch(pdl, RopeNormKvKernel<DType::kBF16>, blocks, 128, 0, stream, q, k, v, n_heads, inv_freq, qn,
