@@ -1186,12 +1186,13 @@ class CudaAttentionTest : public CudaOpsTest, public ::testing::WithParamInterfa
         }
       }
     }
-    // Decode splits merged by the combine launch (clusters off), and inside clusters of 16 and 8 blocks
-    // where the device has them (sm_90+; AttnClusterSplits).
+    // Decode splits merged by the combine launch (clusters off), and inside clusters of 16 and 8 blocks and
+    // of the size the step's longest context takes (the default) where the device has them (sm_90+;
+    // AttnClusterSplits).
     auto check = [&] {
       DevTensor dq = Input(q, rows, q_width, q_width + 16);
       std::vector<std::vector<float>> outs;
-      for (int cluster : {0, 16, 8}) {
+      for (int cluster : {0, 16, 8, cuda::kAttnClusterByContext}) {
         SCOPED_TRACE(StrCat("decode attention in clusters of ", cluster));
         cuda::SetAttnCluster(cluster);
         const int64_t launches = cuda::AttnClusterLaunches();
@@ -1275,6 +1276,18 @@ TEST_P(CudaAttentionTest, DecodeSplitsInClusters) {
   Run({8, 4, 128, 16, DType::kBF16, {{1, 1499}, {1, 40}}, 4.0f});
   Run({1, 8, 64, 16, DType::kF16, {{1, 0}, {1, 70}, {1, 127}}, 1.0f, true});
   expect_clusters_ = false;
+  if (clusters_ &&
+      std::getenv("HYMT_ATTN_CLUSTER_CTX") ==
+          nullptr) {  // the default's size: 8 up to kAttnClusterSmallCtx positions, then what 16 gives
+    cuda::SetAttnCluster(16);
+    const int sixteen = cuda::AttnClusterSplits(2, 9, 0);
+    cuda::SetAttnCluster(cuda::kAttnClusterByContext);
+    EXPECT_EQ(cuda::AttnClusterSplits(2, 9, 1), 8);
+    EXPECT_EQ(cuda::AttnClusterSplits(2, 9, cuda::kAttnClusterSmallCtx), 8);
+    EXPECT_EQ(cuda::AttnClusterSplits(2, 9, cuda::kAttnClusterSmallCtx + 1), sixteen);
+    EXPECT_EQ(cuda::AttnClusterSplits(1, 9, 5000), 0) << "one split: nothing to merge";
+    cuda::SetAttnCluster(-1);
+  }
 }
 // Many decode rows: 96 rows x 8 kv heads fill the GPU, so decode attention runs without splits.
 TEST_P(CudaAttentionTest, ManyDecodeRows) {
@@ -2022,6 +2035,72 @@ TEST_F(CudaGraphTest, FastReplayEqualsEager) {
   const std::vector<int32_t> ids = {3, 4, 5};
   Step(batch, ids, eager);
   for (float f : Download(eager.logits.t)) ASSERT_TRUE(std::isfinite(f));
+}
+
+// A decode whose longest context crosses kAttnClusterSmallCtx: where the cluster size changes with it
+// (sm_90+, the default), the step's graph declines to replay and is captured again, and every step keeps the
+// eager step's bits.
+TEST_F(CudaGraphTest, ClusterSizeFollowsTheContext) {
+  const uint64_t seed = NextSeed();
+  SCOPED_TRACE(StrCat("seed ", seed));
+  Rng rng(seed);
+  MakeWeights(rng);
+  std::vector<int32_t> n_past = {cuda::kAttnClusterSmallCtx - 4, 40};
+  std::vector<std::vector<int32_t>> tables(2);
+  for (int32_t p = 0; p < 20; ++p) tables[0].push_back(19 - p);
+  for (int32_t p = 20; p < 24; ++p) tables[1].push_back(p);
+  const int rows = 2;
+  Buffers eager = MakeBuffers(rows, 32), graphed = MakeBuffers(rows, 32);
+  History(n_past, tables, rng, eager, graphed);
+  std::vector<int32_t> gather(rows);
+  std::iota(gather.begin(), gather.end(), 0);
+  std::reverse(gather.begin(), gather.end());
+
+  int cc_major = 0;
+#ifndef HYMT_CUDA_EMU
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  cc_major = prop.major;
+#endif
+  const int before = cuda::AttnClusterSplits(2, cc_major, cuda::kAttnClusterSmallCtx);
+  const int after = cuda::AttnClusterSplits(2, cc_major, cuda::kAttnClusterSmallCtx + 1);
+  std::unique_ptr<CudaGraph> graph;
+  int captures = 0, fast = 0;
+  for (int step = 0; step < 8; ++step) {  // longest context 253 ... 260
+    SCOPED_TRACE(StrCat("step ", step));
+    StepBatch batch;
+    for (size_t s = 0; s < n_past.size(); ++s) batch.AddSeq(1, n_past[s], tables[s]);
+    std::vector<int32_t> ids(rows);
+    for (int32_t& id : ids) id = rng.Int(0, MiniLayer::kVocab - 1);
+    Step(batch, ids, eager);
+    bool ran = false;
+    if (graph != nullptr) {
+      const std::span<const int32_t> args[] = {ids, gather};
+      ran = cuda_->FastReplay(*graph, batch, args);
+      fast += ran;
+      if (!ran) {
+        cuda_->BeginReplay(*graph);
+        Step(batch, ids, graphed);
+        ran = cuda_->EndReplay();
+      }
+    }
+    if (!ran) {
+      cuda_->BeginCapture();
+      Step(batch, ids, graphed);
+      graph = cuda_->EndCapture();
+      ++captures;
+    }
+    const std::vector<float> a = Download(eager.logits.t), b = Download(graphed.logits.t);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(a[i])) << i;
+      ASSERT_EQ(a[i], b[i]) << "logit " << i;
+    }
+    for (int32_t& p : n_past) p += 1;
+  }
+  // Step 0 captures; where the size changes, the step reaching 257 positions (step 4) captures again.
+  EXPECT_EQ(captures, before == after ? 1 : 2) << "cluster sizes " << before << " then " << after;
+  EXPECT_EQ(fast, before == after ? 6 : 4);
 }
 
 // A fed replay (FastReplay with a LaunchGreedy ticket): the Embed ids come on the device from the argmax

@@ -125,9 +125,11 @@ if [[ $TESTS == ON ]]; then
   # kernels alone, is the default), and none (0, as before).
   rerun early HYMT_PDL_EARLY=2 'CudaOpsTest.*:CudaGraphTest.*:CudaStreaming.*:CudaMatMulTest.*'
   rerun late HYMT_PDL_EARLY=0 'CudaGraphTest.*:CudaStreaming.*'
-  # Decode attention's splits merged in clusters of 8 blocks (16 by default on sm_90+), and by the combine
-  # launch (no clusters), alone and with RoPE inside the attention.
+  # Decode attention's splits merged in clusters of 8 and of 16 blocks whatever the context (by default on
+  # sm_90+ 8 up to 256 positions, 16 beyond), and by the combine launch (no clusters), alone and with RoPE
+  # inside the attention.
   rerun clusters8 HYMT_ATTN_CLUSTER=8 'CudaGraphTest.*:CudaStreaming.*:CudaOpsTest.RopeNormKvAttention*'
+  rerun clusters16 HYMT_ATTN_CLUSTER=16 'CudaGraphTest.*:CudaStreaming.*:CudaOpsTest.RopeNormKvAttention*'
   rerun combine HYMT_ATTN_CLUSTER=0 'CudaGraphTest.*:CudaStreaming.*'
   rerun combine_fused "HYMT_ATTN_CLUSTER=0 HYMT_FUSE_ROPE_ATTN=1" \
     'CudaOpsTest.RopeNormKvAttention*:CudaStreaming.GraphedDecodeMatchesEager*'

@@ -908,15 +908,17 @@ void LaunchFastT(const AttentionArgs& args, cudaStream_t stream) {
 
 }  // namespace
 
-int AttnClusterSplits(int want_splits, int cc_major) {
+int AttnClusterSplits(int want_splits, int cc_major, int longest_ctx) {
 #ifdef HYMT_CUDA_EMU
-  (void)want_splits, (void)cc_major;
+  (void)want_splits, (void)cc_major, (void)longest_ctx;
   return 0;
 #else
-  static const int env = EnvInt("HYMT_ATTN_CLUSTER", kMaxClusterSplits);
+  static const int env = EnvInt("HYMT_ATTN_CLUSTER", kAttnClusterByContext);
+  static const int small_ctx = EnvInt("HYMT_ATTN_CLUSTER_CTX", kAttnClusterSmallCtx);
   const int set = g_attn_cluster.load(std::memory_order_relaxed);
-  const int size = set >= 0 ? set : env;
+  int size = set >= 0 ? set : env;
   if (size <= 0 || cc_major < 9 || want_splits <= 1) return 0;
+  if (size == kAttnClusterByContext) size = longest_ctx <= small_ctx ? 8 : kMaxClusterSplits;
   if (size >= kMaxClusterSplits && ClustersFit(kMaxClusterSplits)) return kMaxClusterSplits;
   return ClustersFit(8) ? 8 : 0;
 #endif

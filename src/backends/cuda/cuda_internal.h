@@ -277,11 +277,16 @@ struct AttentionArgs {
   bool cluster = false;
 };
 // Decode attention's splits merged inside clusters: the cluster size (the grid's splits) for a device of
-// compute capability cc_major.x where the combine launch would run (want_splits > 1), or 0: off below
-// sm_90, in the CPU emulator, and where HYMT_ATTN_CLUSTER (or SetAttnCluster, tests; -1 returns to the
-// variable) is 0; otherwise 16 (the default) or 8, as given, or 8 where the device cannot run clusters of
-// 16 (cudaOccupancyMaxActiveClusters), 0 where it cannot run 8.
-int AttnClusterSplits(int want_splits, int cc_major);
+// compute capability cc_major.x where the combine launch would run (want_splits > 1) and the step's longest
+// decode context is longest_ctx positions, or 0: off below sm_90, in the CPU emulator, and where
+// HYMT_ATTN_CLUSTER (or SetAttnCluster, tests; -1 returns to the variable) is 0. HYMT_ATTN_CLUSTER=16 or 8
+// takes that size; the default, kAttnClusterByContext, takes 8 while the longest context is at most
+// HYMT_ATTN_CLUSTER_CTX positions (kAttnClusterSmallCtx; the extra blocks of 16 have little or nothing to
+// do there) and 16 beyond. 8 where the device cannot run clusters of 16 (cudaOccupancyMaxActiveClusters),
+// 0 where it cannot run 8.
+constexpr int kAttnClusterByContext = 1;
+constexpr int kAttnClusterSmallCtx = 256;
+int AttnClusterSplits(int want_splits, int cc_major, int longest_ctx);
 void SetAttnCluster(int size);
 // How many decode attention launches have run in clusters in this process (tests check that they ran).
 int64_t AttnClusterLaunches();

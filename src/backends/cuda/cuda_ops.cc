@@ -55,7 +55,7 @@ void CheckCublas(cublasStatus_t st, const char* what, const char* file, int line
 }
 
 // Words BeginStep records in a graph's trace (its kind and ten values).
-constexpr size_t kBeginStepWords = 11;
+constexpr size_t kBeginStepWords = 12;
 // Rows of a sequence up to which decode attention (flash decoding, one row at a time) is used; longer
 // chunks go to the prefill kernel.
 constexpr int kDecodeMaxRows = 4;
@@ -593,6 +593,7 @@ class CudaOpsImpl final : public CudaOps {
       }
     }
     ctx_bucket_ = std::max(cuda::kAttnSplitMinPositions, NextPow2(max_ctx));
+    longest_ctx_ = max_ctx;
     one_row_per_seq_ =
         !batch.seqs.empty() && std::all_of(batch.seqs.begin(), batch.seqs.end(),
                                            [](const StepBatch::Seq& q) { return q.n_rows == 1; });
@@ -629,7 +630,7 @@ class CudaOpsImpl final : public CudaOps {
            static_cast<int64_t>(batch.pages.size()), batch.page_size,
            static_cast<int64_t>(decode_rows_.size()), static_cast<int64_t>(tiles_[0].size()),
            static_cast<int64_t>(tiles_[1].size()), static_cast<int64_t>(tiles_[2].size()),
-           static_cast<int64_t>(tiles_[3].size()), CtxBucketWord()});
+           static_cast<int64_t>(tiles_[3].size()), CtxBucketWord(), ClusterWord()});
     if (mode_ != Mode::kEager || off == 0) return;  // a graph's batch goes up in Launch
     HYMT_CUDA_CHECK(cudaMemcpyAsync(dev, host, off, cudaMemcpyHostToDevice, stream_));
     HYMT_CUDA_CHECK(cudaEventRecord(batch_area_.done.get(), stream_));
@@ -881,7 +882,8 @@ class CudaOpsImpl final : public CudaOps {
                                cuda::PrefillTensorCoresSupported(kvv, n_heads, cc_major_);
       a.n_splits = Splits(a.n_decode, n_heads, kv.n_kv_heads, kv.head_dim);
       // Few decode rows: the splits merge inside clusters of blocks (sm_90+), no combine launch.
-      if (const int cluster = cuda::AttnClusterSplits(a.n_splits, cc_major_); cluster > 0 && !CtxBuckets()) {
+      if (const int cluster = cuda::AttnClusterSplits(a.n_splits, cc_major_, longest_ctx_);
+          cluster > 0 && !CtxBuckets()) {
         a.n_splits = cluster;
         a.cluster = true;
       }
@@ -1382,6 +1384,11 @@ class CudaOpsImpl final : public CudaOps {
   }
   // BeginStep's trace word for the contexts: 0, or under HYMT_GRAPH_CTX_BUCKETS=1 the longest one's bucket.
   int64_t CtxBucketWord() const { return CtxBuckets() ? ctx_bucket_ : 0; }
+  // BeginStep's trace word for decode attention's clusters: the size the step's longest context takes
+  // (AttnClusterSplits), so that a graph is captured again where the size changes with the context.
+  int64_t ClusterWord() const {
+    return decode_rows_.empty() || CtxBuckets() ? 0 : cuda::AttnClusterSplits(2, cc_major_, longest_ctx_);
+  }
 
   // Row counts up to which MatMul runs GEMV passes for a weight type (above: GEMM).
   static int64_t GemvMaxRows(DType t) { return t == DType::kBF16 ? cuda::kGemvMaxRows : kQuantGemvMaxRows; }
@@ -1710,6 +1717,7 @@ class CudaOpsImpl final : public CudaOps {
   const int32_t* decode_rows_dev_ = nullptr;
   const PrefillTile* tiles_dev_[kTileVariants] = {};
   int ctx_bucket_ = cuda::kAttnSplitMinPositions;  // the longest decode context's bucket (HYMT_GRAPH_CTX_BUCKETS=1)
+  int longest_ctx_ = 0;                            // the step's longest decode context, in positions
 
   Mode mode_ = Mode::kEager;
   // Device time of replayed graphs (events around each launch, read at later launches once finished).
