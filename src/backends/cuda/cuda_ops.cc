@@ -867,6 +867,7 @@ class CudaOpsImpl final : public CudaOps {
     a.kv = kvv;
     a.batch = view_;
     a.n_heads = n_heads;
+    attn_kv_heads_ = kv.n_kv_heads;
     a.scale = scale;
     const bool fast = !simple_ && cuda::AttentionFastSupported(kvv, n_heads) && Aligned16(q) &&
                       Aligned16(out) && reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 &&
@@ -1367,12 +1368,16 @@ class CudaOpsImpl final : public CudaOps {
   // (CtxBucketWord): a graph is captured again at each power of two.
   int Splits(int n_decode, int n_heads, int n_kv_heads, int head_dim) const {
     if (n_decode == 0) return 1;
-    const int64_t blocks = static_cast<int64_t>(n_decode) * n_kv_heads;
-    const int want = static_cast<int>(std::min<int64_t>(kMaxSplits, (2 * sm_count_ + blocks - 1) / blocks));
+    const int want = WantSplits(n_decode, n_kv_heads);
     const size_t per_split = static_cast<size_t>(n_decode) * n_heads * (head_dim + 2) * sizeof(float);
     const int by_scratch = static_cast<int>(std::min<size_t>(kMaxSplits, attn_.size() / per_split));
     const int by_ctx = CtxBuckets() ? std::max(1, ctx_bucket_ / SplitMinPositions()) : kMaxSplits;
     return std::max(1, std::min({want, by_ctx, by_scratch}));
+  }
+  // The splits that fill the GPU twice over: at least 1, at most kMaxSplits.
+  int WantSplits(int n_decode, int n_kv_heads) const {
+    const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(n_decode) * n_kv_heads);
+    return static_cast<int>(std::clamp<int64_t>((2 * sm_count_ + blocks - 1) / blocks, 1, kMaxSplits));
   }
   static int SplitMinPositions() {
     static const int v = std::max(1, cuda::EnvInt("HYMT_ATTN_SPLIT_MIN", cuda::kAttnSplitMinPositions));
@@ -1385,9 +1390,13 @@ class CudaOpsImpl final : public CudaOps {
   // BeginStep's trace word for the contexts: 0, or under HYMT_GRAPH_CTX_BUCKETS=1 the longest one's bucket.
   int64_t CtxBucketWord() const { return CtxBuckets() ? ctx_bucket_ : 0; }
   // BeginStep's trace word for decode attention's clusters: the size the step's longest context takes
-  // (AttnClusterSplits), so that a graph is captured again where the size changes with the context.
+  // (AttnClusterSplits), so that a graph is captured again where the size changes with the context; 0
+  // where the decode rows fill the GPU without splits (the kv heads of the last Attention; before any,
+  // 1), so that a large batch is not captured again as its contexts grow.
   int64_t ClusterWord() const {
-    return decode_rows_.empty() || CtxBuckets() ? 0 : cuda::AttnClusterSplits(2, cc_major_, longest_ctx_);
+    if (decode_rows_.empty() || CtxBuckets()) return 0;
+    const int want = WantSplits(static_cast<int>(decode_rows_.size()), std::max(1, attn_kv_heads_));
+    return cuda::AttnClusterSplits(want, cc_major_, longest_ctx_);
   }
 
   // Row counts up to which MatMul runs GEMV passes for a weight type (above: GEMM).
@@ -1718,6 +1727,7 @@ class CudaOpsImpl final : public CudaOps {
   const PrefillTile* tiles_dev_[kTileVariants] = {};
   int ctx_bucket_ = cuda::kAttnSplitMinPositions;  // the longest decode context's bucket (HYMT_GRAPH_CTX_BUCKETS=1)
   int longest_ctx_ = 0;                            // the step's longest decode context, in positions
+  int attn_kv_heads_ = 0;                          // the last Attention's kv heads (ClusterWord)
 
   Mode mode_ = Mode::kEager;
   // Device time of replayed graphs (events around each launch, read at later launches once finished).
