@@ -1276,9 +1276,8 @@ TEST_P(CudaAttentionTest, DecodeSplitsInClusters) {
   Run({8, 4, 128, 16, DType::kBF16, {{1, 1499}, {1, 40}}, 4.0f});
   Run({1, 8, 64, 16, DType::kF16, {{1, 0}, {1, 70}, {1, 127}}, 1.0f, true});
   expect_clusters_ = false;
-  if (clusters_ &&
-      std::getenv("HYMT_ATTN_CLUSTER_CTX") ==
-          nullptr) {  // the default's size: 8 up to kAttnClusterSmallCtx positions, then what 16 gives
+  // The default's size: 8 up to kAttnClusterSmallCtx positions, then what 16 gives.
+  if (clusters_ && std::getenv("HYMT_ATTN_CLUSTER_CTX") == nullptr) {
     cuda::SetAttnCluster(16);
     const int sixteen = cuda::AttnClusterSplits(2, 9, 0);
     cuda::SetAttnCluster(cuda::kAttnClusterByContext);
@@ -1895,6 +1894,41 @@ class CudaGraphTest : public CudaOpsTest {
     ops_->KvWrite(dk.t, dv.t, b.cache.kv);
   }
 
+  struct Replays {
+    int fast = 0, walked = 0, captures = 0;
+  };
+  // One step run eagerly into `eager` and through `graph` into `graphed`: a fast replay (FastReplay with the
+  // ids and the gathered rows), else a replay through the ops, else a new capture into `graph`; the logits
+  // must agree bit for bit.
+  void StepBoth(const StepBatch& batch, const std::vector<int32_t>& ids, const std::vector<int32_t>& gather,
+                Buffers& eager, Buffers& graphed, std::unique_ptr<CudaGraph>& graph, Replays& n) {
+    Step(batch, ids, eager);
+    bool ran = false;
+    if (graph != nullptr) {
+      const std::span<const int32_t> args[] = {ids, gather};
+      ran = cuda_->FastReplay(*graph, batch, args);
+      n.fast += ran;
+      if (!ran) {
+        cuda_->BeginReplay(*graph);
+        Step(batch, ids, graphed);
+        ran = cuda_->EndReplay();
+        n.walked += ran;
+      }
+    }
+    if (!ran) {
+      cuda_->BeginCapture();
+      Step(batch, ids, graphed);
+      graph = cuda_->EndCapture();
+      ++n.captures;
+    }
+    const std::vector<float> a = Download(eager.logits.t), b = Download(graphed.logits.t);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(a[i])) << i;
+      ASSERT_EQ(a[i], b[i]) << "logit " << i;
+    }
+  }
+
   MiniLayer layer_;
   std::vector<std::vector<uint8_t>> host_bytes_;
   std::vector<float> inv_;
@@ -1975,48 +2009,27 @@ TEST_F(CudaGraphTest, FastReplayEqualsEager) {
   std::reverse(gather.begin(), gather.end());  // what Step gathers
 
   std::unique_ptr<CudaGraph> graph;
-  int fast = 0, walked = 0, captures = 0;
+  Replays n;
   for (int step = 0; step < 8; ++step) {
     SCOPED_TRACE(StrCat("step ", step));
     StepBatch batch;
     for (size_t s = 0; s < n_past.size(); ++s) batch.AddSeq(1, n_past[s], tables[s]);
     std::vector<int32_t> ids(rows);
     for (int32_t& id : ids) id = rng.Int(0, MiniLayer::kVocab - 1);
-    Step(batch, ids, eager);
-    bool ran = false;
     if (graph != nullptr) {
       const std::span<const int32_t> wrong[] = {ids};
       EXPECT_FALSE(cuda_->FastReplay(*graph, batch, wrong));  // one argument list short
-      const std::span<const int32_t> args[] = {ids, gather};
-      ran = cuda_->FastReplay(*graph, batch, args);
-      fast += ran;
-      if (!ran) {
-        cuda_->BeginReplay(*graph);
-        Step(batch, ids, graphed);
-        ran = cuda_->EndReplay();
-        walked += ran;
-      }
     }
-    if (!ran) {
-      cuda_->BeginCapture();
-      Step(batch, ids, graphed);
-      graph = cuda_->EndCapture();
-      ++captures;
-    }
-    const std::vector<float> a = Download(eager.logits.t), b = Download(graphed.logits.t);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(a[i])) << i;
-      ASSERT_EQ(a[i], b[i]) << "logit " << i;
-    }
+    StepBoth(batch, ids, gather, eager, graphed, graph, n);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(Download(eager.x.t), Download(graphed.x.t));
     for (int32_t& p : n_past) p += 1;
   }
   // Step 0 captures, step 1 walks the ops once, the other six replay fast, across step 4 where the longest
   // context reaches 65 and its row takes more splits.
-  EXPECT_EQ(captures, 1);
-  EXPECT_EQ(walked, 1);
-  EXPECT_EQ(fast, 6);
+  EXPECT_EQ(n.captures, 1);
+  EXPECT_EQ(n.walked, 1);
+  EXPECT_EQ(n.fast, 6);
 
   // An id outside the embedding is an error, not a launch; eager work goes on.
   StepBatch batch;
@@ -2065,42 +2078,20 @@ TEST_F(CudaGraphTest, ClusterSizeFollowsTheContext) {
   const int before = cuda::AttnClusterSplits(2, cc_major, cuda::kAttnClusterSmallCtx);
   const int after = cuda::AttnClusterSplits(2, cc_major, cuda::kAttnClusterSmallCtx + 1);
   std::unique_ptr<CudaGraph> graph;
-  int captures = 0, fast = 0;
+  Replays n;
   for (int step = 0; step < 8; ++step) {  // longest context 253 ... 260
     SCOPED_TRACE(StrCat("step ", step));
     StepBatch batch;
     for (size_t s = 0; s < n_past.size(); ++s) batch.AddSeq(1, n_past[s], tables[s]);
     std::vector<int32_t> ids(rows);
     for (int32_t& id : ids) id = rng.Int(0, MiniLayer::kVocab - 1);
-    Step(batch, ids, eager);
-    bool ran = false;
-    if (graph != nullptr) {
-      const std::span<const int32_t> args[] = {ids, gather};
-      ran = cuda_->FastReplay(*graph, batch, args);
-      fast += ran;
-      if (!ran) {
-        cuda_->BeginReplay(*graph);
-        Step(batch, ids, graphed);
-        ran = cuda_->EndReplay();
-      }
-    }
-    if (!ran) {
-      cuda_->BeginCapture();
-      Step(batch, ids, graphed);
-      graph = cuda_->EndCapture();
-      ++captures;
-    }
-    const std::vector<float> a = Download(eager.logits.t), b = Download(graphed.logits.t);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(a[i])) << i;
-      ASSERT_EQ(a[i], b[i]) << "logit " << i;
-    }
+    StepBoth(batch, ids, gather, eager, graphed, graph, n);
+    if (HasFatalFailure()) return;
     for (int32_t& p : n_past) p += 1;
   }
   // Step 0 captures; where the size changes, the step reaching 257 positions (step 4) captures again.
-  EXPECT_EQ(captures, before == after ? 1 : 2) << "cluster sizes " << before << " then " << after;
-  EXPECT_EQ(fast, before == after ? 6 : 4);
+  EXPECT_EQ(n.captures, before == after ? 1 : 2) << "cluster sizes " << before << " then " << after;
+  EXPECT_EQ(n.fast, before == after ? 6 : 4);
 }
 
 // A fed replay (FastReplay with a LaunchGreedy ticket): the Embed ids come on the device from the argmax
