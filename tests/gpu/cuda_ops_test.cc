@@ -1350,13 +1350,14 @@ TEST_F(CudaOpsTest, SwiGluAndAdd) {
 // ---- sampling ----
 
 // Greedy rows of 16-byte-aligned logits take the vectorised argmax (16-byte loads, the last n_valid % 4
-// or % 8 logits one at a time); rows of other widths the scalar kernel. Both against the host path, for
-// bf16 and f32: ties (the lowest id), a best logit in the last part or one past n_valid, a best logit in a
-// thread's second pass, rows holding NaN, an infinity, nothing but -inf, or nothing but the lowest finite
-// value.
+// or % 8 logits one at a time), split over several blocks a row (50,048 and the real 128,256 entries; up
+// to 64 rows) or one block a row (more rows); rows of other widths the scalar kernel. All against the host
+// path, for bf16 and f32: ties (the lowest id, also across the split's parts), a best logit in the last
+// part or one past n_valid, a best logit in a thread's second pass, rows holding NaN, an infinity, nothing
+// but -inf, or nothing but the lowest finite value. The split's per-row counters are reused by every call.
 TEST_F(CudaOpsTest, GreedyMatchesTheHostPath) {
   for (DType dt : {DType::kBF16, DType::kF32}) {
-    for (const int64_t vocab : {int64_t{50048}, int64_t{5003}}) {
+    for (const int64_t vocab : {int64_t{50048}, int64_t{5003}, int64_t{128256}}) {
       const uint64_t seed = NextSeed();
       SCOPED_TRACE(StrCat(DTypeName(dt), " vocab ", vocab, " seed ", seed));
       Rng rng(seed);
@@ -1376,6 +1377,9 @@ TEST_F(CudaOpsTest, GreedyMatchesTheHostPath) {
       for (int64_t i = 0; i < vocab; ++i) at(7, i) = lowest;
       const int64_t second_pass = std::min<int64_t>(4 * 1024 * 4 + 3, n_valid - 1);
       at(8, second_pass) = 50.0f;
+      if (vocab > 8192)
+        at(9, 8192) = at(9, 8191) = at(9, 4096) = at(9, 4095) =
+            50.0f;  // the parts' edges (4,096 f32 or 8,192 bf16 logits)
       DevTensor d = NewTensor(rows, vocab, dt);
       Upload(v, d.t);
       std::vector<SampleSpec> specs(static_cast<size_t>(rows));
@@ -1392,7 +1396,26 @@ TEST_F(CudaOpsTest, GreedyMatchesTheHostPath) {
       EXPECT_EQ(device_ids[6], kNonFiniteLogits);
       EXPECT_EQ(device_ids[7], 0);
       EXPECT_EQ(device_ids[8], second_pass);
+      if (vocab > 8192) {
+        EXPECT_EQ(device_ids[9], 4095);
+      }
     }
+  }
+  // More rows than the split takes (64): one block a row, then the split again.
+  const uint64_t seed = NextSeed();
+  SCOPED_TRACE(StrCat("70 rows, seed ", seed));
+  Rng rng(seed);
+  const int64_t rows = 70, vocab = 50048;
+  const int32_t n_valid = 50000;
+  std::vector<float> v = RandomBf16(rng, static_cast<size_t>(rows * vocab), 3.0f);
+  DevTensor d = NewTensor(rows, vocab, DType::kF32);
+  Upload(v, d.t);
+  for (const int64_t n : {rows, int64_t{64}}) {
+    std::vector<SampleSpec> specs(static_cast<size_t>(n));
+    std::vector<int32_t> device_ids(static_cast<size_t>(n)), host_ids(static_cast<size_t>(n));
+    ops_->SampleTokens(d.t.Rows(0, n), specs, n_valid, device_ids);
+    ops_->Ops::SampleTokens(d.t.Rows(0, n), specs, n_valid, host_ids);
+    EXPECT_EQ(device_ids, host_ids) << n << " rows";
   }
 }
 
@@ -1546,6 +1569,114 @@ TEST_F(CudaOpsTest, FusedMatMulsEqualTheirSequence) {
         EXPECT_EQ(RawUnits(*ops_, r1.t), RawUnits(*ops_, r2.t)) << "residual";
         EXPECT_TRUE(PaddingIntact(r1.t));
       }
+    }
+  }
+}
+
+// Two outputs of the same products whose normalised inputs differ only by the sum order of the norm's sum of
+// squares: an element's bf16 rounding may flip (1 ulp), which moves an int8 group by a step and every output
+// by ~1e-4 of its scale, so a few outputs cross a bf16 rounding. A wrong sum (a part missing or counted
+// twice:
+// >= 0.4% on every element) moves nearly all of them. So: at least 80% of the outputs bit for bit, and each
+// within 2^-7 of max(|want|, 5% of the largest |want|).
+void ExpectNearlyTheSameBits(const std::vector<float>& got, const std::vector<float>& want,
+                             const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  float scale = 0.0f;
+  for (float w : want) scale = std::max(scale, std::fabs(w));
+  size_t same = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    same += got[i] == want[i];
+    const float tol = 0x1p-7f * std::max(std::fabs(want[i]), 0.05f * scale);
+    EXPECT_LE(std::fabs(got[i] - want[i]), tol) << what << " " << i << ": " << got[i] << " vs " << want[i];
+  }
+  EXPECT_GE(same * 5, got.size() * 4) << what << ": " << same << " of " << got.size() << " the same";
+}
+
+// One token row: MatMulAdd (int8 GEMV) writes the new residual's sum of squares in parts, and a
+// NormMatMulGroup or NormMatMulSwiGlu right after it over that residual normalises from them inside its GEMV
+// (h is not written) instead of an RmsNorm launch; q4_k groups take a q6_k v, so the two-type launch
+// normalises too. Against MatMulAdd, RmsNorm and the products: the residual bit for bit, the products to the
+// rounding of the sum's order (ExpectNearlyTheSameBits). With another op between the two, or the switch off,
+// RmsNorm runs (h written) and the products are bit for bit the sequence's. Widths 4,096 and 256 (the latter
+// with a producer of K = 8,192, whose int8 rows come from the separate quantising launch).
+TEST_F(CudaOpsTest, NormFromTheSumsOfSquares) {
+  struct Case {
+    DType t;
+    int64_t k, kin;
+  };
+  for (const Case c :
+       {Case{DType::kQ8_0, 4096, 512}, Case{DType::kQ4_K, 4096, 512}, Case{DType::kQ6_K, 4096, 512},
+        Case{DType::kQ4_K, 256, 8192}, Case{DType::kQ8_0, 256, 8192}}) {
+    const uint64_t seed = NextSeed();
+    SCOPED_TRACE(StrCat(DTypeName(c.t), " k ", c.k, " producer k ", c.kin, " seed ", seed));
+    Rng rng(seed);
+    auto weight = [&](const char* name, DType t, int64_t n, int64_t cols) {
+      const std::vector<uint8_t> b = RandomWeightBytes(rng, t, n, cols);
+      return ops_->PrepareWeight(HostWeight(name, t, n, cols, b.data()));
+    };
+    const int64_t k = c.k;
+    const Weight wo = weight("o", c.t, k, c.kin);
+    const Weight wq = weight("q", c.t, 96, k), wk = weight("k", c.t, 40, k);
+    const Weight wv = weight("v", c.t == DType::kQ4_K ? DType::kQ6_K : c.t, 40, k);
+    const Weight wg = weight("gate", c.t, 72, k), wu = weight("up", c.t, 72, k);
+    const DType nt = k == 256 ? DType::kF32 : DType::kBF16;
+    const std::vector<uint8_t> nb = RandomWeightBytes(rng, nt, 1, k);
+    const Weight nw = ops_->PrepareWeight(HostWeight("norm", nt, 1, k, nb.data()));
+    const std::vector<float> a = RandomBf16(rng, static_cast<size_t>(c.kin));
+    const std::vector<float> res = RandomBf16(rng, static_cast<size_t>(k), 3.0f);
+    DevTensor da = Input(a, 1, c.kin), r1 = Input(res, 1, k), r2 = Input(res, 1, k);
+    DevTensor scratch = NewTensor(1, k), h2 = NewTensor(1, k);
+    const Weight* ws[] = {&wq, &wk, &wv};
+    DevTensor q1 = NewTensor(1, 96), k1 = NewTensor(1, 40), v1 = NewTensor(1, 40);
+    DevTensor q2 = NewTensor(1, 96), k2 = NewTensor(1, 40), v2 = NewTensor(1, 40);
+    const Tensor outs1[] = {q1.t, k1.t, v1.t}, outs2[] = {q2.t, k2.t, v2.t};
+    DevTensor g1 = NewTensor(1, 72), up1 = NewTensor(1, 72), g2 = NewTensor(1, 72), up2 = NewTensor(1, 72);
+    const int64_t two_type = cuda::GemvTwoTypeLaunches();
+
+    // Each case adds the same product to r1 and r2 (so they stay equal), then normalises r1 one way and r2
+    // through RmsNorm. `between` runs an op in between on r1's side.
+    enum class Way { kSums, kOpBetween, kSwitchOff };
+    for (const Way way : {Way::kSums, Way::kOpBetween, Way::kSwitchOff}) {
+      for (const bool swiglu : {false, true}) {
+        SCOPED_TRACE(StrCat("way ", static_cast<int>(way), swiglu ? " swiglu" : " q, k, v"));
+        DevTensor h1 = NewTensor(1, k);
+        const std::vector<uint16_t> poison = RawUnits(*ops_, h1.t);
+        if (way == Way::kSwitchOff) cuda::SetGemvNormSums(0);
+        ops_->MatMulAdd(da.t, wo, scratch.t, r1.t);
+        if (way == Way::kOpBetween) ops_->MatMul(da.t, wo, scratch.t);
+        if (swiglu) {
+          ops_->NormMatMulSwiGlu(r1.t, nw, 1e-5f, h1.t, wg, wu, up1.t, g1.t);
+        } else {
+          ops_->NormMatMulGroup(r1.t, nw, 1e-5f, h1.t, ws, outs1);
+        }
+        cuda::SetGemvNormSums(-1);
+        ops_->MatMulAdd(da.t, wo, scratch.t, r2.t);
+        ops_->RmsNorm(r2.t, nw, 1e-5f, h2.t);
+        if (swiglu) {
+          ops_->MatMulSwiGlu(h2.t, wg, wu, up2.t, g2.t);
+        } else {
+          ops_->MatMulGroup(h2.t, ws, outs2);
+        }
+        ASSERT_EQ(RawUnits(*ops_, r1.t), RawUnits(*ops_, r2.t)) << "residual";
+        const std::vector<std::pair<const DevTensor*, const DevTensor*>> pairs =
+            swiglu ? std::vector<std::pair<const DevTensor*, const DevTensor*>>{{&g1, &g2}}
+                   : std::vector<std::pair<const DevTensor*, const DevTensor*>>{
+                         {&q1, &q2}, {&k1, &k2}, {&v1, &v2}};
+        if (way == Way::kSums) {
+          EXPECT_EQ(RawUnits(*ops_, h1.t), poison) << "RmsNorm ran";
+          for (const auto& [got, want] : pairs)
+            ExpectNearlyTheSameBits(Download(got->t), Download(want->t), "output");
+        } else {
+          EXPECT_EQ(RawUnits(*ops_, h1.t), RawUnits(*ops_, h2.t)) << "RmsNorm did not run";
+          for (const auto& [got, want] : pairs) EXPECT_EQ(RawUnits(*ops_, got->t), RawUnits(*ops_, want->t));
+        }
+      }
+    }
+    // q4_k's group (q4_k q and k, q6_k v) is one two-type launch on either side in each way: normalised
+    // from the sums in the first, after RmsNorm otherwise.
+    if (c.t == DType::kQ4_K) {
+      EXPECT_EQ(cuda::GemvTwoTypeLaunches() - two_type, 6);
     }
   }
 }
@@ -1797,10 +1928,13 @@ TEST_F(CudaOpsTest, GatherRows) {
 
 // ---- CUDA graphs: replayed steps equal eager steps ----
 
-// A small decoder layer over the ops: the shape of one decode step of the model.
+// A small decoder layer over the ops: the shape of one decode step of the model, then the model's fused
+// ops over int8 weights (*2: MatMulAdd, whose one-row GEMV writes the sums of squares that the NormMatMul
+// op after it normalises from).
 struct MiniLayer {
   static constexpr int kHidden = 256, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512, kVocab = 300;
   Weight embed, norm, wq, wk, wv, wo, gate, up, down, inv_freq, qnorm;
+  Weight wo2, gate2, up2, down2, wq2, wk2, wv2;
 };
 
 class CudaGraphTest : public CudaOpsTest {
@@ -1826,6 +1960,13 @@ class CudaGraphTest : public CudaOpsTest {
     layer_.up = prep("up", DType::kBF16, L::kFfn, L::kHidden);
     layer_.down = prep("down", DType::kBF16, L::kHidden, L::kFfn);
     layer_.qnorm = prep("qnorm", DType::kBF16, 1, L::kHeadDim);
+    layer_.wo2 = prep("wo2", DType::kQ4_K, L::kHidden, L::kHidden);
+    layer_.gate2 = prep("gate2", DType::kQ8_0, L::kFfn, L::kHidden);
+    layer_.up2 = prep("up2", DType::kQ8_0, L::kFfn, L::kHidden);
+    layer_.down2 = prep("down2", DType::kQ6_K, L::kHidden, L::kFfn);
+    layer_.wq2 = prep("wq2", DType::kQ4_K, L::kHidden, L::kHidden);
+    layer_.wk2 = prep("wk2", DType::kQ4_K, L::kKvHeads * L::kHeadDim, L::kHidden);
+    layer_.wv2 = prep("wv2", DType::kQ6_K, L::kKvHeads * L::kHeadDim, L::kHidden);
     inv_.resize(L::kHeadDim / 2);
     for (int i = 0; i < L::kHeadDim / 2; ++i)
       inv_[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / L::kHeadDim));
@@ -1873,6 +2014,12 @@ class CudaGraphTest : public CudaOpsTest {
     ops_->SwiGlu(b.g.t, b.u.t, b.g.t);
     ops_->MatMul(b.g.t, w.down, b.o.t);
     ops_->Add(b.x.t, b.o.t);
+    ops_->MatMulAdd(b.h.t, w.wo2, b.o.t, b.x.t);
+    ops_->NormMatMulSwiGlu(b.x.t, w.norm, 1e-5f, b.h.t, w.gate2, w.up2, b.u.t, b.g.t);
+    ops_->MatMulAdd(b.g.t, w.down2, b.o.t, b.x.t);
+    const Weight* qkv[] = {&w.wq2, &w.wk2, &w.wv2};
+    ops_->NormMatMulGroup(b.x.t, w.norm, 1e-5f, b.h.t, qkv, std::span<const Tensor>({b.q.t, b.k.t, b.v.t}));
+    ops_->Add(b.x.t, b.q.t);  // q is as wide as x
     std::vector<int32_t> all(static_cast<size_t>(batch.n_rows()));
     std::iota(all.begin(), all.end(), 0);
     std::reverse(all.begin(), all.end());

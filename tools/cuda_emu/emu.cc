@@ -316,6 +316,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   emu::Enqueue(s, [=] { std::memcpy(dst, src, bytes); });
   return cudaSuccess;
 }
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s) {
+  emu::Enqueue(s, [=] { std::memset(dst, value, bytes); });
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                               size_t height, cudaMemcpyKind, cudaStream_t s) {
   if (width > dpitch || width > spitch) return emu::Err(cudaErrorInvalidValue);

@@ -195,14 +195,28 @@ void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void*
 // The same for up to kGemvMaxParts weights of one type and width over the same x, in one launch, with an
 // epilogue: kAdd adds into each part's out (bf16); kSwiGlu takes one part (the gate) and `up` (same shape).
 // With `norm`, x is first normalised as RmsNorm(x, norm->w, norm->eps) would (identical bits), by every
-// block into shared memory: only where GemvNormFusable says so.
+// block into shared memory: only where GemvNormFusable says so. With norm->sums as well (one token row,
+// where GemvSumsFusable says so), the row's sum of squares comes from the parts that the kAdd launch that
+// stored x wrote (`sums_out`, below), summed in a fixed order: RmsNorm's bits but for that order.
+// `sums_out` (kAdd, one token row, where GemvSumsWritable says so; kGemvSumsFloats floats): each block
+// writes the sum of squares of the values it stored, for the next launch's norm->sums.
 struct GemvNorm {
   WeightView w;
   float eps;
+  const float* sums = nullptr;
 };
+constexpr int kGemvSumsFloats = 8192;
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
                      const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
-                     const GemvNorm* norm = nullptr);
+                     const GemvNorm* norm = nullptr, float* sums_out = nullptr);
+// Whether an RMSNorm before a GEMV over `rows` rows of `cols` of type t can be fused by the sums of squares
+// another launch wrote (GemvNorm::sums), and whether a kAdd launch of weights of type t, `n` rows, over
+// `rows` rows can write them (sums_out). Both: one token row on the int8 path whose blocks quantise their
+// own rows (no bulk copies), and the switch on (SetGemvNormSums; HYMT_NORM_SUMS=0 turns it off).
+bool GemvSumsFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes);
+bool GemvSumsWritable(DType t, int64_t rows, int64_t n, int64_t cols, size_t act_scratch_bytes);
+// 1 on, 0 off, -1 (the start) the environment's choice (on unless HYMT_NORM_SUMS=0).
+void SetGemvNormSums(int on);
 // True when LaunchGemvParts can fuse the RMSNorm for this weight type, rows (one pass) and width: fusion is
 // on and the normalised rows fit in shared memory (46 KiB; int8 activations, or bf16 for the other types).
 // Fusion is off by default: on an H200 at the 7B shape a separate (vectorised) RmsNorm launch is faster
@@ -222,7 +236,8 @@ void SetGemvMixedGroups(int mode);
 // one width on the path whose blocks quantise their own activations; otherwise the caller launches per
 // type).
 bool LaunchGemvTwoTypes(std::span<const GemvPart> a, std::span<const GemvPart> b, MatView x,
-                        void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream);
+                        void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
+                        const GemvNorm* norm = nullptr);
 // How many launches LaunchGemvTwoTypes has made in this process (tests check that it ran).
 int64_t GemvTwoTypeLaunches();
 // The simple reference kernel (any row count, any alignment): one block per output element.
@@ -318,8 +333,15 @@ void LaunchTopKRows(const void* logits, bool f32, int64_t rows, int64_t row_stri
                     int32_t* flags, cudaStream_t stream);
 
 // Row-wise argmax over logits[rows, n_valid] (bf16, or f32 when `f32`), lowest index on ties, into out[rows].
-void LaunchArgmaxRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid, int32_t* out,
-                      cudaStream_t stream);
+// With `scratch` (kArgmaxScratchBytes, 16-byte aligned, zeroed once before its first use; the launches leave
+// it so), rows of up to kArgmaxSplitRows 16-byte-aligned rows are split over up to kArgmaxMaxParts blocks
+// each (HYMT_ARGMAX_SPLIT=0: one block a row); one launch either way. A scratch serves one launch at a time
+// (launches on one stream take turns).
+constexpr int kArgmaxSplitRows = 64;
+constexpr int kArgmaxMaxParts = 64;
+constexpr size_t kArgmaxScratchBytes = 4 * kArgmaxSplitRows + 12 * size_t{kArgmaxSplitRows} * kArgmaxMaxParts;
+void LaunchArgmaxRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid,
+                      int32_t* out, void* scratch, cudaStream_t stream);
 
 // Device read bandwidth in GB/s: a read-only pass over `bytes` (median of `repeats` after warm-ups).
 double MeasureReadBandwidth(int device, size_t bytes, int repeats);

@@ -424,8 +424,12 @@ class CudaOpsImpl final : public CudaOps {
     HYMT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()));
     dequant_ = DeviceMemory(options.dequant_scratch_bytes, "the GEMM dequantisation slab", device);
     attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
-    if (options.int8_activations)
+    if (options.int8_activations) {
       act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
+      sums_ = DeviceMemory(2 * cuda::kGemvSumsFloats * sizeof(float), "sums of squares", device);
+      HYMT_CUDA_CHECK(
+          cudaMemsetAsync(sums_.get(), 0, sums_.size(), stream_));  // 0 parts until a launch writes them
+    }
     sample_ = std::make_unique<SampleArea>(options.sampling_history_tokens, device);
     for (StagingArea* area : {&batch_area_, &ops_area_}) {
       area->capacity = options.staging_bytes;
@@ -563,6 +567,7 @@ class CudaOpsImpl final : public CudaOps {
   void BeginStep(const StepBatch& batch) override {
     const OpScope scope(*this);
     ValidateBatch(batch);
+    sums_next_ = 0;  // every step (and its graph) uses the sums buffers in the same order
     if (mode_ != Mode::kEager) {
       HYMT_CUDA_EXPECT(!step_in_graph_, "one BeginStep per captured or replayed step");
       step_in_graph_ = true;
@@ -722,10 +727,24 @@ class CudaOpsImpl final : public CudaOps {
     }
     const OpScope scope(*this);
     const WeightView& wv = parts[0].w;
+    // One token row: the launch also writes the new residual's sum of squares in parts, for the RMSNorm
+    // inside the next op's GEMV (NormSums).
+    float* sums = nullptr;
+    if (sums_.get() != nullptr && x.rows == 1 &&
+        cuda::GemvSumsWritable(wv.dtype, 1, wv.rows, wv.cols, act_.size())) {
+      sums = static_cast<float*>(sums_.get()) + sums_next_ * cuda::kGemvSumsFloats;
+      sums_next_ ^= 1;
+      sums_of_ = {residual.data, residual.cols, sums, op_serial_};
+    }
     Trace({kOpMatMulAdd, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), static_cast<int64_t>(wv.dtype),
-           wv.rows, wv.cols, Bits(wv.scale), Ptr(residual.data), residual.stride});
+           wv.rows, wv.cols, Bits(wv.scale), Ptr(residual.data), residual.stride, Ptr(sums)});
     if (!Launching() || Skip(wv.cols > wv.rows ? 64 : 16)) return;  // down_proj: wider than tall
-    RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr);
+    if (sums != nullptr) {
+      cuda::LaunchGemvParts(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr, act_.get(), act_.size(),
+                            stream_, nullptr, sums);
+    } else {
+      RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr);
+    }
   }
 
   void MatMulSwiGlu(const Tensor& x, const Weight& gate, const Weight& up, Tensor up_scratch, Tensor out) override {
@@ -974,8 +993,12 @@ class CudaOpsImpl final : public CudaOps {
       g.dev = DeviceMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids", device_);
       g.host = PinnedMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids");
     }
+    if (argmax_scratch_.size() == 0) {
+      argmax_scratch_ = DeviceMemory(cuda::kArgmaxScratchBytes, "argmax parts", device_);
+      HYMT_CUDA_CHECK(cudaMemsetAsync(argmax_scratch_.get(), 0, cuda::kArgmaxScratchBytes, stream_));
+    }
     cuda::LaunchArgmaxRows(logits.data, logits.dtype == DType::kF32, logits.rows, logits.stride, n_valid,
-                           static_cast<int32_t*>(g.dev.get()), stream_);
+                           static_cast<int32_t*>(g.dev.get()), argmax_scratch_.get(), stream_);
     // The ids' copy to the host on a stream of its own (HYMT_IDS_STREAM=0: on this one), so that the next
     // step's launch does not queue behind it. g.dev is written again only after CollectGreedy has waited
     // for the copy (a ticket is reused only once collected).
@@ -1223,8 +1246,8 @@ class CudaOpsImpl final : public CudaOps {
   void* stream() const override { return stream_; }
   GraphTiming graph_timing() const override { return {graph_device_ns_.load(), graph_timed_.load()}; }
   size_t ScratchBytes() const override {
-    return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + batch_area_.dev.size() +
-           ops_area_.dev.size() + sample_->dev.size();
+    return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + sums_.size() +
+           batch_area_.dev.size() + ops_area_.dev.size() + sample_->dev.size();
   }
   void SetSimpleKernels(bool on) override { simple_ = on; }
   void Fill16(void* device_ptr, size_t n, uint16_t value) override {
@@ -1259,6 +1282,7 @@ class CudaOpsImpl final : public CudaOps {
    public:
     explicit OpScope(CudaOpsImpl& ops) : ops_(ops), exceptions_(std::uncaught_exceptions()) {
       Bind(ops.device_);
+      ++ops.op_serial_;
     }
     OpScope(const OpScope&) = delete;
     OpScope& operator=(const OpScope&) = delete;
@@ -1426,10 +1450,22 @@ class CudaOpsImpl final : public CudaOps {
     }
   }
 
-  // A fused norm (norm != null) for these products: the int8 GEMV takes it in every pass of RunGemv.
-  bool NormFusable(const Tensor& x, const Weight* norm, DType t) const {
-    return norm != nullptr && cuda::GemvNormFusable(t, std::min<int64_t>(x.rows, cuda::kGemvMaxRows), x.cols,
-                                                    act_.get() != nullptr ? act_.size() : 0);
+  // A fused norm (norm != null) for these products: the int8 GEMV takes it in every pass of RunGemv; with
+  // `sums` (NormSums), from the sums of squares the op before wrote.
+  bool NormFusable(const Tensor& x, const Weight* norm, DType t, const float* sums) const {
+    const size_t act = act_.get() != nullptr ? act_.size() : 0;
+    if (norm == nullptr) return false;
+    if (sums != nullptr) return cuda::GemvSumsFusable(t, x.rows, x.cols, act);
+    return cuda::GemvNormFusable(t, std::min<int64_t>(x.rows, cuda::kGemvMaxRows), x.cols, act);
+  }
+
+  // x's sums of squares where the op just before this one (no OpScope since) was a MatMulAdd that wrote them
+  // for x; else null. Call it before the op's OpScope.
+  const float* NormSums(const Tensor& x) const {
+    const SumsOf& s = sums_of_;
+    return s.sums != nullptr && s.serial == op_serial_ && s.x == x.data && s.cols == x.cols && x.rows == 1
+               ? s.sums
+               : nullptr;
   }
 
   // MatMulGroup (norm == null) or NormMatMulGroup as one GEMV launch per pass; false when the default
@@ -1457,26 +1493,29 @@ class CudaOpsImpl final : public CudaOps {
         it->push_back(p);
       }
     }
-    if (runs.size() > 1 && (norm != nullptr || cuda::GemvMixedGroups() == 0))
+    // A norm over weights of two types is fused only from the sums of squares (NormSums).
+    const float* sums = norm != nullptr ? NormSums(x) : nullptr;
+    if (runs.size() > 1 && ((norm != nullptr && sums == nullptr) || cuda::GemvMixedGroups() == 0))
       return false;  // one launch a weight
-    for (const std::vector<cuda::GemvPart>& r : runs)
+    for (const std::vector<cuda::GemvPart>& r : runs) {
       if (!FusedGemv(x, r, nullptr)) return false;
-    if (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype)) return false;
+      if (norm != nullptr && !NormFusable(x, norm, r[0].w.dtype, sums)) return false;
+    }
     const OpScope scope(*this);
     cuda::GemvNorm nv{};
     std::vector<int64_t> words = {norm != nullptr ? kOpNormMatMulGroup : kOpMatMulGroup, Ptr(x.data), x.rows, x.cols,
                                   x.stride};
     if (norm != nullptr) {
-      nv = {VectorView(*norm, x.cols, "NormMatMulGroup"), eps};
-      words.insert(words.end(), {Ptr(nv.w.data), static_cast<int64_t>(nv.w.dtype), Bits(eps)});
+      nv = {VectorView(*norm, x.cols, "NormMatMulGroup"), eps, sums};
+      words.insert(words.end(), {Ptr(nv.w.data), static_cast<int64_t>(nv.w.dtype), Bits(eps), Ptr(sums)});
     }
     for (const cuda::GemvPart& p : parts)
       words.insert(words.end(), {Ptr(p.w.data), static_cast<int64_t>(p.w.dtype), p.w.rows, p.w.cols, Bits(p.w.scale),
                                  Ptr(p.out.data), p.out.stride});
     Trace(words);
     if (!Launching() || Skip(8)) return true;
-    if (runs.size() == 2 &&
-        cuda::LaunchGemvTwoTypes(runs[0], runs[1], Mat(x), act_.get(), act_.size(), stream_))
+    if (runs.size() == 2 && cuda::LaunchGemvTwoTypes(runs[0], runs[1], Mat(x), act_.get(), act_.size(),
+                                                     stream_, norm != nullptr ? &nv : nullptr))
       return true;
     for (const std::vector<cuda::GemvPart>& r : runs)
       RunGemv(r, Mat(x), false, cuda::GemvEpilogue::kStore, nullptr, norm != nullptr ? &nv : nullptr);
@@ -1492,7 +1531,9 @@ class CudaOpsImpl final : public CudaOps {
     if (!shapes) return false;
     std::vector<cuda::GemvPart> parts = {{View(gate, "MatMulSwiGlu"), Mat(out)}};
     const WeightView uv = View(up, "MatMulSwiGlu");
-    if (!FusedGemv(x, parts, &uv) || (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype))) return false;
+    const float* sums = norm != nullptr ? NormSums(x) : nullptr;
+    if (!FusedGemv(x, parts, &uv) || (norm != nullptr && !NormFusable(x, norm, parts[0].w.dtype, sums)))
+      return false;
     const OpScope scope(*this);
     const WeightView& gv = parts[0].w;
     cuda::GemvNorm nv{};
@@ -1500,8 +1541,8 @@ class CudaOpsImpl final : public CudaOps {
                                   x.cols, x.stride, Ptr(gv.data), static_cast<int64_t>(gv.dtype), gv.rows, gv.cols,
                                   Bits(gv.scale), Ptr(uv.data), Bits(uv.scale), Ptr(out.data), out.stride};
     if (norm != nullptr) {
-      nv = {VectorView(*norm, x.cols, "NormMatMulSwiGlu"), eps};
-      words.insert(words.end(), {Ptr(nv.w.data), static_cast<int64_t>(nv.w.dtype), Bits(eps)});
+      nv = {VectorView(*norm, x.cols, "NormMatMulSwiGlu"), eps, sums};
+      words.insert(words.end(), {Ptr(nv.w.data), static_cast<int64_t>(nv.w.dtype), Bits(eps), Ptr(sums)});
     }
     Trace(words);
     if (!Launching() || Skip(32)) return true;
@@ -1705,6 +1746,20 @@ class CudaOpsImpl final : public CudaOps {
   };
   GreedyIds greedy_[2];
   int next_greedy_ = 0;
+  DeviceMemory argmax_scratch_;
+  // Sums of squares of a one-row residual, written by MatMulAdd's GEMV for the next NormMatMul op (two
+  // buffers in turn, from the first at each BeginStep), and whose they are: the residual's data and width,
+  // the buffer, and the op serial of the MatMulAdd (valid only for the op right after it).
+  DeviceMemory sums_;
+  int sums_next_ = 0;
+  struct SumsOf {
+    const void* x = nullptr;
+    int64_t cols = 0;
+    const float* sums = nullptr;
+    uint64_t serial = 0;
+  } sums_of_;
+  uint64_t op_serial_ =
+      0;  // OpScopes entered  // LaunchArgmaxRows's, for both tickets (their launches take turns on stream_)
   GreedyIds& Ticket(int ticket) {
     HYMT_CUDA_EXPECT(ticket == 0 || ticket == 1, "unknown greedy ticket ", ticket);
     HYMT_CUDA_EXPECT(greedy_[ticket].pending, "greedy ticket ", ticket, " is not outstanding");

@@ -107,6 +107,11 @@ struct GemvArgs {
   int64_t n_blocks;  // row blocks over all segments (GemvInt8Kernel's blocks loop over them)
   WeightView norm;    // norm.data set: x is first normalised as RmsNorm(x, norm, norm_eps) would
   float norm_eps;
+  // With norm, one token row: x's sum of squares in parts as a kAdd launch with sums_out wrote them (the
+  // block sums them instead of reading x twice). GemvSums has the layout.
+  const float* sums_in;
+  // kAdd, one token row (GemvInt8Kernel): each block writes the sum of squares of the values it stored.
+  float* sums_out;
   // kSmemX: set when QuantizeActKernel<T, true> has already written the rows' int8 values and scales in shared
   // memory's layout (and order) here; the block then copies them instead of quantising the rows itself.
   const int8_t* pre;
@@ -145,36 +150,41 @@ constexpr int UnitsInFlightT(int rpt) {
 }
 
 // Writes one output element through the epilogue. v (and vu, the up product of kSwiGlu) are raw sums.
-__device__ __forceinline__ void StoreOut(const GemvArgs& a, const GemvSeg& sg, int64_t row, int t, float v,
-                                         float vu) {
-  if (row >= sg.w.rows || t >= a.n_tok) return;
+// Returns the value stored under kAdd (the new bf16 residual, as a float), else 0.
+__device__ __forceinline__ float StoreOut(const GemvArgs& a, const GemvSeg& sg, int64_t row, int t, float v,
+                                          float vu) {
+  if (row >= sg.w.rows || t >= a.n_tok) return 0.0f;
   v *= sg.w.scale;
   if (a.out_f32) {
     static_cast<float*>(sg.out)[t * sg.out_stride + row] = v;
-    return;
+    return 0.0f;
   }
   uint16_t* o = static_cast<uint16_t*>(sg.out) + t * sg.out_stride + row;
   switch (a.epi) {
     case GemvEpilogue::kStore:
       *o = F32ToBf16(v);
       break;
-    case GemvEpilogue::kAdd:
-      *o = F32ToBf16(Bf16ToF32(*o) + Bf16ToF32(F32ToBf16(v)));
-      break;
+    case GemvEpilogue::kAdd: {
+      const uint16_t sum = F32ToBf16(Bf16ToF32(*o) + Bf16ToF32(F32ToBf16(v)));
+      *o = sum;
+      return Bf16ToF32(sum);
+    }
     case GemvEpilogue::kSwiGlu: {
       // As SwiGluKernel, from the bf16-rounded products.
       *o = F32ToBf16(SiluBf16(RoundBf16(v)) * RoundBf16(vu * a.up.scale));
       break;
     }
   }
+  return 0.0f;
 }
 
 // Sums each (row, token) accumulator over the group's G threads and stores it through the epilogue.
 // acc holds RPT rows, then (kPair) the RPT up rows. Every thread of the block must call it (it may
-// synchronise the block).
+// synchronise the block). With ss, a storing thread adds the squares of what kAdd stored (one token row).
 template <int RPT, int R, bool kPair>
 __device__ __forceinline__ void ReduceAndStore(float (&acc)[kPair ? 2 * RPT : RPT][R], const GemvArgs& a,
-                                               const GemvSeg& sg, int lane_g, int grp, int64_t row0) {
+                                               const GemvSeg& sg, int lane_g, int grp, int64_t row0,
+                                               float* ss = nullptr) {
   constexpr int kRows = kPair ? 2 * RPT : RPT;
   const int G = a.group;
 #pragma unroll
@@ -188,7 +198,10 @@ __device__ __forceinline__ void ReduceAndStore(float (&acc)[kPair ? 2 * RPT : RP
     for (int r = 0; r < RPT; ++r)
 #pragma unroll
       for (int t = 0; t < R; ++t)
-        if (lane_g == r * R + t) StoreOut(a, sg, row0 + r, t, acc[r][t], kPair ? acc[kPair ? RPT + r : r][t] : 0.0f);
+        if (lane_g == r * R + t) {
+          const float v = StoreOut(a, sg, row0 + r, t, acc[r][t], kPair ? acc[kPair ? RPT + r : r][t] : 0.0f);
+          if (ss != nullptr) *ss = fmaf(v, v, *ss);
+        }
   } else {
     __shared__ float red[kThreads / 32][kRows * R];
     const int warp = threadIdx.x >> 5;
@@ -206,7 +219,8 @@ __device__ __forceinline__ void ReduceAndStore(float (&acc)[kPair ? 2 * RPT : RP
         s += red[first + wi][lane_g];
         if (kPair) su += red[first + wi][RPT * R + lane_g];
       }
-      StoreOut(a, sg, row0 + lane_g / R, lane_g % R, s, su);
+      const float v = StoreOut(a, sg, row0 + lane_g / R, lane_g % R, s, su);
+      if (ss != nullptr) *ss = fmaf(v, v, *ss);
     }
   }
 }
@@ -277,7 +291,7 @@ struct RowBlocks {
 // load_first() loads the next row block's first units (rb already entered it).
 template <int RPT, int R, bool kPair, int kRows, typename LoadFirst>
 __device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kRows][R], int lane_g,
-                                             LoadFirst&& load_first) {
+                                             LoadFirst&& load_first, float* ss = nullptr) {
   const GemvSeg* done = rb.sg;
   const int64_t done_row0 = rb.row0;
   rb.vb += rb.step;
@@ -286,7 +300,7 @@ __device__ __forceinline__ bool NextRowBlock(RowBlocks<RPT>& rb, float (&acc)[kR
     rb.Enter();
     load_first();
   }
-  ReduceAndStore<RPT, R, kPair>(acc, rb.a, *done, lane_g, rb.grp, done_row0);
+  ReduceAndStore<RPT, R, kPair>(acc, rb.a, *done, lane_g, rb.grp, done_row0, ss);
   if (more) __syncthreads();  // ReduceAndStore's shared array is written again by the next row block
   return more;
 }
@@ -571,6 +585,22 @@ struct Int8Dot<DType::kQ8_0> {
   }
 };
 
+// A block's part of a kAdd launch's sums of squares (GemvArgs::sums_out; one token row): the sum of its
+// threads' ss into sums[1 + part], and the number of parts into sums[0] (part 0). Every thread calls it.
+__device__ __forceinline__ void WriteSums(float* sums, float ss, int64_t part, int64_t parts) {
+  __shared__ float warp_ss[kThreads / 32];
+  ss = WarpSum(ss);
+  if ((threadIdx.x & 31) == 0) warp_ss[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) total += warp_ss[w];
+    sums[1 + part] = total;
+    if (part == 0) sums[0] = __int_as_float(static_cast<int>(parts));
+  }
+}
+
 // The kSmemX prologue: the activation rows into shared memory (sq: n_tok * K int8, sd: their per-16
 // {dx, dx sum q}, slots in ActSlot<T, true> order), copied from a.pre or quantised here (normalised first
 // when a.norm is set). Every thread of the block calls it; it ends with a barrier.
@@ -578,10 +608,19 @@ template <DType T>
 __device__ __forceinline__ void SmemActivations(const GemvArgs& a, int64_t K, int8_t* sq, float2* sd) {
   const int64_t groups = K / 16;
   __shared__ float norm_scratch[32], norm_inv[kGemvMaxRows];
+  float sums_inv = 0.0f;
   if (a.pre != nullptr) {
     const int n16 = static_cast<int>((a.n_tok * K + a.n_tok * groups * 8) / 16);
     for (int i = threadIdx.x; i < n16; i += kThreads) CopyAsync16(sq + 16 * i, a.pre + 16 * i);
     CopyAsyncWait();
+  } else if (a.norm.data != nullptr && a.sums_in != nullptr) {
+    // One token row: its sum of squares from the parts the GEMV that stored x wrote, summed by every warp
+    // in the same order (the same bits in every warp and block), no barrier.
+    const int parts = min(__float_as_int(a.sums_in[0]), kGemvSumsFloats - 1);
+    float ss = 0.0f;
+    for (int k = static_cast<int>(threadIdx.x & 31); k < parts; k += 32) ss += a.sums_in[1 + k];
+    ss = WarpSum(ss);
+    sums_inv = rsqrtf(ss / static_cast<float>(K) + a.norm_eps);
   } else if (a.norm.data != nullptr) {
     for (int t = 0; t < a.n_tok; ++t) {
       const float inv = RowRmsInv(a.x + t * a.x_stride, K, a.norm_eps, norm_scratch);
@@ -601,7 +640,7 @@ __device__ __forceinline__ void SmemActivations(const GemvArgs& a, int64_t K, in
         float v[16];
         LoadBf16x8(xt + 16 * g, v);
         LoadBf16x8(xt + 16 * g + 8, v + 8);
-        const float inv = norm_inv[t];
+        const float inv = a.sums_in != nullptr ? sums_inv : norm_inv[t];
 #pragma unroll
         for (int j = 0; j < 16; ++j) v[j] = RmsNormValue(v[j], inv, VectorElement(a.norm, 16 * g + j));
         QuantizeValues(v, sqt + 16 * slot, sdt + slot);
@@ -663,6 +702,7 @@ __device__ __forceinline__ void GemvInt8Body(const GemvArgs& a, const int8_t* xq
     xqr[t] = xq + tt * K;
     xdr[t] = xds + tt * (K / 16);
   }
+  float ss = 0.0f;  // sums_out: the squares of the values this thread stored
   while (true) {
     float acc[kRows][R];
 #pragma unroll
@@ -692,8 +732,9 @@ __device__ __forceinline__ void GemvInt8Body(const GemvArgs& a, const int8_t* xq
       RowPtrs<F>(rp, rb.sg->w, a.up, rb.rows);
       LoadUnitsAt<F>(raw, rp, lane_g, G, units);
     };
-    if (!NextRowBlock<RPT, R, kPair>(rb, acc, lane_g, load_first)) break;
+    if (!NextRowBlock<RPT, R, kPair>(rb, acc, lane_g, load_first, &ss)) break;
   }
+  if (a.sums_out != nullptr) WriteSums(a.sums_out, ss, first, step);
 }
 template <DType T, int R, bool kPair, int RPT, bool kSmemX>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
@@ -1120,9 +1161,12 @@ bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
 
 template <DType T, int R, bool kPair, int RPT>
 void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm) {
+                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm,
+                float* sums_out = nullptr) {
+  const bool sums = sums_out != nullptr || (norm != nullptr && norm->sums != nullptr);
   if constexpr (R == 1) {
-    if (GemvBulkEnabled() && LaunchBulk<T, kPair>(parts, x, out_f32, epi, up, scratch, stream, norm)) return;
+    if (!sums && GemvBulkEnabled() && LaunchBulk<T, kPair>(parts, x, out_f32, epi, up, scratch, stream, norm))
+      return;
   }
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
@@ -1134,8 +1178,11 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   if (norm != nullptr) {
     a.norm = norm->w;
     a.norm_eps = norm->eps;
+    a.sums_in = norm->sums;
   }
+  a.sums_out = sums_out;
   const size_t smem = SmemXBytes(x.rows, K);
+  HYMT_CUDA_EXPECT(!sums || (R == 1 && x.rows == 1 && smem > 0), "sums of squares for one token row only");
   HYMT_CUDA_EXPECT(norm == nullptr || smem > 0, "a fused RMSNorm needs the kernel's own activation pass");
   const dim3 qgrid(static_cast<unsigned>((K / 16 + kThreads - 1) / kThreads), static_cast<unsigned>(x.rows));
   if (smem > 0) {
@@ -1150,6 +1197,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
     if (kPair && PairBlocksPerSm() > 0)
       resident = resident > 0 ? std::min(resident, PairBlocksPerSm()) : PairBlocksPerSm();
     const int64_t grid = GemvGrid(blocks, resident);
+    HYMT_CUDA_EXPECT(sums_out == nullptr || grid < kGemvSumsFloats, grid, " blocks' sums of squares");
     Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a, static_cast<const int8_t*>(nullptr),
            static_cast<const float2*>(nullptr));
     return;
@@ -1167,12 +1215,20 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
 // checked the shape). The grid, as GemvGrid gives for all the row blocks, is split between the types by
 // their weight bytes, each side no larger than its row blocks.
 template <DType TA, DType TB>
-void LaunchTwo(std::span<const GemvPart> pa, std::span<const GemvPart> pb, MatView x, cudaStream_t stream) {
+void LaunchTwo(std::span<const GemvPart> pa, std::span<const GemvPart> pb, MatView x, cudaStream_t stream,
+               const GemvNorm* norm) {
   int64_t blocks_a = 0, blocks_b = 0;
-  const GemvArgs ga = Shape<2, Fmt<TA>::kUnitElems, UnitsInFlightT<TA>(2)>(pa, x, false, GemvEpilogue::kStore,
-                                                                           nullptr, &blocks_a);
-  const GemvArgs gb = Shape<2, Fmt<TB>::kUnitElems, UnitsInFlightT<TB>(2)>(pb, x, false, GemvEpilogue::kStore,
-                                                                           nullptr, &blocks_b);
+  GemvArgs ga = Shape<2, Fmt<TA>::kUnitElems, UnitsInFlightT<TA>(2)>(pa, x, false, GemvEpilogue::kStore,
+                                                                     nullptr, &blocks_a);
+  GemvArgs gb = Shape<2, Fmt<TB>::kUnitElems, UnitsInFlightT<TB>(2)>(pb, x, false, GemvEpilogue::kStore,
+                                                                     nullptr, &blocks_b);
+  if (norm != nullptr) {
+    for (GemvArgs* g : {&ga, &gb}) {
+      g->norm = norm->w;
+      g->norm_eps = norm->eps;
+      g->sums_in = norm->sums;
+    }
+  }
   const size_t smem = SmemXBytes(1, pa[0].w.cols);
   const auto kernel = GemvInt8TwoKernel<TA, TB>;
   const int64_t grid = std::max<int64_t>(
@@ -1205,14 +1261,15 @@ void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvE
 }
 template <DType T, int R>
 void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
-                    cudaStream_t stream, const GemvNorm* norm) {
+                    cudaStream_t stream, const GemvNorm* norm, float* sums_out) {
   const int rpt = R == 1 ? OneRowRpt(T, true) : 0;
   if (rpt == 2)
-    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
+    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm, sums_out);
   else if (rpt == 4)
-    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
+    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm, sums_out);
   else
-    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm);
+    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm,
+                                                 sums_out);
 }
 
 // Calls f.template operator()<R>() with R the kernel's token rows for n rows (1, 2, 4 or 8).
@@ -1334,9 +1391,34 @@ bool GemvNormFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_byt
   return int8 ? SmemXBytes(rows, cols) > 0 : SmemNormBytes(rows, cols) > 0;
 }
 
+// Whether RMSNorms take their sums of squares from the GEMV before them (cuda_internal.h); -1: the
+// environment's choice.
+std::atomic<int> g_norm_sums{-1};
+
+void SetGemvNormSums(int on) {
+  g_norm_sums.store(on, std::memory_order_relaxed);
+}
+
+bool NormSumsOn() {
+  static const bool env_off = EnvEquals("HYMT_NORM_SUMS", "0");
+  const int set = g_norm_sums.load(std::memory_order_relaxed);
+  return set >= 0 ? set != 0 : !env_off;
+}
+
+bool GemvSumsFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes) {
+  return NormSumsOn() && rows == 1 && cols % 16 == 0 && GemvInt8Supported(t) && !GemvBulkEnabled() &&
+         FmtUnitElems(t) > 0 && act_scratch_bytes >= GemvActScratchBytes(rows, cols) &&
+         SmemXBytes(rows, cols) > 0;
+}
+
+bool GemvSumsWritable(DType t, int64_t rows, int64_t n, int64_t cols, size_t act_scratch_bytes) {
+  // At most one block a row block of one row: fewer parts than kGemvSumsFloats - 1 when n is.
+  return GemvSumsFusable(t, rows, cols, act_scratch_bytes) && n < kGemvSumsFloats - 1;
+}
+
 void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
                      const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
-                     const GemvNorm* norm) {
+                     const GemvNorm* norm, float* sums_out) {
   HYMT_CUDA_EXPECT(x.rows >= 1 && x.rows <= kGemvMaxRows, x.rows, " rows");
   HYMT_CUDA_EXPECT(!parts.empty() && parts.size() <= static_cast<size_t>(kGemvMaxParts), parts.size(), " parts");
   HYMT_CUDA_EXPECT(!out_f32 || epi == GemvEpilogue::kStore, "an f32 output takes no epilogue");
@@ -1352,9 +1434,16 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
   const DType t = parts[0].w.dtype;
   const bool int8 = GemvInt8Supported(t) && act_scratch != nullptr &&
                     GemvActScratchBytes(x.rows, parts[0].w.cols) <= act_scratch_bytes;
-  HYMT_CUDA_EXPECT(norm == nullptr ||
-                       GemvNormFusable(t, x.rows, parts[0].w.cols, act_scratch != nullptr ? act_scratch_bytes : 0),
-                   "no fused RMSNorm for ", x.rows, " rows of ", parts[0].w.cols, " ", DTypeName(t));
+  const size_t act_bytes = act_scratch != nullptr ? act_scratch_bytes : 0;
+  HYMT_CUDA_EXPECT(
+      norm == nullptr || (norm->sums != nullptr ? GemvSumsFusable(t, x.rows, parts[0].w.cols, act_bytes)
+                                                : GemvNormFusable(t, x.rows, parts[0].w.cols, act_bytes)),
+      "no fused RMSNorm for ", x.rows, " rows of ", parts[0].w.cols, " ", DTypeName(t));
+  int64_t n_out = 0;
+  for (const GemvPart& p : parts) n_out += p.w.rows;
+  HYMT_CUDA_EXPECT(sums_out == nullptr || (epi == GemvEpilogue::kAdd && !out_f32 &&
+                                           GemvSumsWritable(t, x.rows, n_out, parts[0].w.cols, act_bytes)),
+                   "no sums of squares from this launch");
   if (pair) {
     // One token row only: a group holding gate and up rows for more tokens needs more registers than
     // keep the SM occupied (over 100 at two rows).
@@ -1373,11 +1462,11 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
   if (int8) {
     DispatchRows(x.rows, [&]<int R>() {
       if (t == DType::kQ4_K)
-        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
+        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
       else if (t == DType::kQ6_K)
-        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
+        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
       else
-        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream, norm);
+        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
     });
     return;
   }
@@ -1418,7 +1507,8 @@ int64_t GemvTwoTypeLaunches() {
 }
 
 bool LaunchGemvTwoTypes(std::span<const GemvPart> a, std::span<const GemvPart> b, MatView x,
-                        void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream) {
+                        void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
+                        const GemvNorm* norm) {
   if (GemvMixedGroups() != 2 || x.rows != 1 || a.empty() || b.empty() || act_scratch == nullptr) return false;
   if (a.size() > static_cast<size_t>(kGemvMaxParts) || b.size() > static_cast<size_t>(kGemvMaxParts))
     return false;
@@ -1434,7 +1524,13 @@ bool LaunchGemvTwoTypes(std::span<const GemvPart> a, std::span<const GemvPart> b
       GemvActScratchBytes(1, K) > act_scratch_bytes || SmemXBytes(1, K) == 0 || K >= GemvPrequantMinK() ||
       OneRowRpt(DType::kQ4_K, true) != 2 || OneRowRpt(DType::kQ6_K, true) != 2 || GemvBulkEnabled())
     return false;
-  LaunchTwo<DType::kQ4_K, DType::kQ6_K>(a, b, x, stream);
+  if (norm != nullptr) {
+    for (const DType t : {DType::kQ4_K, DType::kQ6_K})
+      if (norm->sums != nullptr ? !GemvSumsFusable(t, 1, K, act_scratch_bytes)
+                                : !GemvNormFusable(t, 1, K, act_scratch_bytes))
+        return false;
+  }
+  LaunchTwo<DType::kQ4_K, DType::kQ6_K>(a, b, x, stream, norm);
   g_two_type_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

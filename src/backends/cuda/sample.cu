@@ -30,6 +30,28 @@ __device__ __forceinline__ void Better(float& v, int& i, float v2, int i2) {
   }
 }
 
+// The best (value, index) of a warp, in every lane.
+__device__ __forceinline__ void WarpBest(float& best, int& best_i) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    Better(best, best_i, __shfl_xor_sync(kFullMask, best, off), __shfl_xor_sync(kFullMask, best_i, off));
+}
+
+// The best of a block (blockDim.x a multiple of 32, at most 1,024), in thread 0. Every thread calls it.
+__device__ __forceinline__ void BlockBest(float& best, int& best_i) {
+  WarpBest(best, best_i);
+  __shared__ float sv[32];
+  __shared__ int si[32];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  if (lane == 0) sv[warp] = best, si[warp] = best_i;
+  __syncthreads();
+  if (warp != 0) return;
+  best = lane < warps ? sv[lane] : -FLT_MAX;
+  best_i = lane < warps ? si[lane] : 0x7fffffff;
+  WarpBest(best, best_i);
+}
+
 // One block per row: each thread scans a strided slice, then a shared-memory tree reduction. A row
 // holding a NaN or an infinity gets kNonFiniteLogits (Ops::SampleTokens): an all-NaN row would
 // otherwise leave the index at its sentinel, far outside the vocabulary.
@@ -68,6 +90,17 @@ __global__ void ArgmaxRowsKernel(const char* logits, bool f32, int64_t row_bytes
 // total over finite values, so any reduction order gives the same answer.
 constexpr int kArgmaxThreads = 1024;
 constexpr int kArgmaxUnroll = 4;
+constexpr int kArgmaxPartThreads = 256;
+constexpr int kArgmaxPartUnits = 4;
+constexpr int kArgmaxPartVec = kArgmaxPartThreads * kArgmaxPartUnits;  // 16-byte pieces a part
+
+// LaunchArgmaxRows's scratch (kArgmaxScratchBytes): counters, then each part's best.
+struct ArgmaxScratch {
+  unsigned* count;  // [kArgmaxSplitRows]
+  float* value;     // [rows][parts]
+  int* index;
+  int* non_finite;
+};
 
 template <bool kF32>
 __global__ __launch_bounds__(kArgmaxThreads) void ArgmaxRowsVecKernel(const char* logits, int64_t row_bytes,
@@ -114,21 +147,93 @@ __global__ __launch_bounds__(kArgmaxThreads) void ArgmaxRowsVecKernel(const char
     Better(best, best_i, v, i);
   }
   non_finite = __syncthreads_or(non_finite);
+  BlockBest(best, best_i);
+  if (threadIdx.x == 0) out[blockIdx.x] = non_finite ? kNonFiniteLogits : best_i;
+}
+
+// A row split over parts: block (p, r) reads row r's 16-byte pieces p * kArgmaxPartVec ... (p + 1) *
+// kArgmaxPartVec - 1, four loads in flight per thread (the last part also the last n_valid % E logits),
+// and writes its best to the scratch; the row's last block to finish (a counter per row, left at 0 again)
+// merges the parts. At a 128k vocabulary in f32 that is 32 blocks reading 16 KB each at once, against one
+// block whose 1,024 threads wait on memory 8 times in turn (ArgmaxRowsVecKernel: 13 us of a batch-1 step).
+template <bool kF32>
+__global__ __launch_bounds__(kArgmaxPartThreads) void ArgmaxPartsKernel(const char* logits, int64_t row_bytes,
+                                                                        int n_valid, int parts,
+                                                                        ArgmaxScratch s, int32_t* out) {
+  constexpr int E = kF32 ? 4 : 8;
+  const int part = static_cast<int>(blockIdx.x), row = static_cast<int>(blockIdx.y);
+  const char* rowp = logits + static_cast<int64_t>(row) * row_bytes;
+  const uint4* rv = reinterpret_cast<const uint4*>(rowp);
+  const int n_vec = n_valid / E;
+  const int begin = part * kArgmaxPartVec + static_cast<int>(threadIdx.x);
+  float best = -FLT_MAX;
+  int best_i = 0x7fffffff;
+  int non_finite = 0;
+  uint4 w[kArgmaxPartUnits];
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1)
-    Better(best, best_i, __shfl_xor_sync(kFullMask, best, off), __shfl_xor_sync(kFullMask, best_i, off));
-  __shared__ float sv[32];
-  __shared__ int si[32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) sv[warp] = best, si[warp] = best_i;
+  for (int u = 0; u < kArgmaxPartUnits; ++u) {
+    const int i = begin + u * kArgmaxPartThreads;
+    if (i < n_vec) w[u] = Ld16(rv + i);
+  }
+#pragma unroll
+  for (int u = 0; u < kArgmaxPartUnits; ++u) {
+    const int i = begin + u * kArgmaxPartThreads;
+    if (i >= n_vec) continue;
+    const uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+    float f[E];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (kF32) {
+        f[k] = __uint_as_float(ws[k]);
+      } else {
+        f[2 * k] = Bf16Lo(ws[k]);
+        f[2 * k + 1] = Bf16Hi(ws[k]);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      non_finite |= !isfinite(f[e]);
+      Better(best, best_i, f[e], i * E + e);
+    }
+  }
+  if (part == parts - 1) {
+    for (int i = n_vec * E + static_cast<int>(threadIdx.x); i < n_valid; i += kArgmaxPartThreads) {
+      const float v = LoadLogit(rowp, kF32, i);
+      non_finite |= !isfinite(v);
+      Better(best, best_i, v, i);
+    }
+  }
+  non_finite = __syncthreads_or(non_finite);
+  BlockBest(best, best_i);
+  __shared__ int last;
+  if (threadIdx.x == 0) {
+    const int k = row * parts + part;
+    s.value[k] = best;
+    s.index[k] = best_i;
+    s.non_finite[k] = non_finite;
+    __threadfence();  // the part is visible before the count says so
+    last = atomicAdd(s.count + row, 1u) == static_cast<unsigned>(parts - 1);
+  }
   __syncthreads();
-  if (warp != 0) return;
-  best = sv[lane];
-  best_i = si[lane];
+  if (!last || threadIdx.x >= 32) return;
+  __threadfence();
+  const volatile float* pv = s.value + row * parts;
+  const volatile int* pi = s.index + row * parts;
+  const volatile int* pn = s.non_finite + row * parts;
+  best = -FLT_MAX;
+  best_i = 0x7fffffff;
+  non_finite = 0;
+  for (int k = static_cast<int>(threadIdx.x); k < parts; k += 32) {
+    Better(best, best_i, pv[k], pi[k]);
+    non_finite |= pn[k];
+  }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1)
-    Better(best, best_i, __shfl_xor_sync(kFullMask, best, off), __shfl_xor_sync(kFullMask, best_i, off));
-  if (lane == 0) out[blockIdx.x] = non_finite ? kNonFiniteLogits : best_i;
+  for (int off = 16; off > 0; off >>= 1) non_finite |= __shfl_xor_sync(kFullMask, non_finite, off);
+  WarpBest(best, best_i);
+  if (threadIdx.x == 0) {
+    out[row] = non_finite ? kNonFiniteLogits : best_i;
+    s.count[row] = 0;
+  }
 }
 
 // ---- top-k for sampling ----
@@ -302,16 +407,35 @@ void LaunchTopKRows(const void* logits, bool f32, int64_t rows, int64_t row_stri
   HYMT_CUDA_CHECK_LAUNCH();
 }
 
-void LaunchArgmaxRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid, int32_t* out,
-                      cudaStream_t stream) {
+void LaunchArgmaxRows(const void* logits, bool f32, int64_t rows, int64_t row_stride, int32_t n_valid,
+                      int32_t* out, void* scratch, cudaStream_t stream) {
   if (rows == 0) return;
   const int64_t row_bytes = row_stride * (f32 ? 4 : 2);
   const char* p = static_cast<const char*>(logits);
   if (reinterpret_cast<uintptr_t>(p) % 16 == 0 && row_bytes % 16 == 0) {
-    if (f32)
+    static const bool split_off = EnvEquals("HYMT_ARGMAX_SPLIT", "0");
+    const int64_t n_vec = n_valid / (f32 ? 4 : 8);
+    const int64_t parts = (n_vec + kArgmaxPartVec - 1) / kArgmaxPartVec;
+    if (scratch != nullptr && !split_off && rows <= kArgmaxSplitRows && parts >= 2 &&
+        parts <= kArgmaxMaxParts) {
+      char* b = static_cast<char*>(scratch);
+      const size_t slots = static_cast<size_t>(kArgmaxSplitRows) * kArgmaxMaxParts;
+      const ArgmaxScratch s{reinterpret_cast<unsigned*>(b),
+                            reinterpret_cast<float*>(b + 4 * kArgmaxSplitRows),
+                            reinterpret_cast<int*>(b + 4 * kArgmaxSplitRows + 4 * slots),
+                            reinterpret_cast<int*>(b + 4 * kArgmaxSplitRows + 8 * slots)};
+      const dim3 grid(static_cast<unsigned>(parts), static_cast<unsigned>(rows));
+      const int n = static_cast<int>(parts);
+      if (f32) {
+        ArgmaxPartsKernel<true><<<grid, kArgmaxPartThreads, 0, stream>>>(p, row_bytes, n_valid, n, s, out);
+      } else {
+        ArgmaxPartsKernel<false><<<grid, kArgmaxPartThreads, 0, stream>>>(p, row_bytes, n_valid, n, s, out);
+      }
+    } else if (f32) {
       ArgmaxRowsVecKernel<true><<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(p, row_bytes, n_valid, out);
-    else
+    } else {
       ArgmaxRowsVecKernel<false><<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(p, row_bytes, n_valid, out);
+    }
   } else {
     ArgmaxRowsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, f32, row_bytes, n_valid, out);
   }

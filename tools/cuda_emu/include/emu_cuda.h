@@ -161,6 +161,11 @@ inline float __int_as_float(int u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+inline int __float_as_int(float f) {
+  int i;
+  std::memcpy(&i, &f, 4);
+  return i;
+}
 inline unsigned __float_as_uint(float f) {
   unsigned u;
   std::memcpy(&u, &f, 4);
@@ -187,6 +192,8 @@ inline float __fadd_rn(float a, float b) {
   volatile float r = a + b;
   return r;
 }
+// Blocks run one after another here, so a fence has nothing to order.
+inline void __threadfence() {}
 // Atomics: the fibers of a block switch only at barriers and shuffles, so a plain read-modify-write is
 // atomic here.
 template <typename T>
@@ -256,6 +263,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes);
 cudaError_t cudaFreeHost(void* p);
 cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned flags);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s);
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s);
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                               size_t height, cudaMemcpyKind, cudaStream_t s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
