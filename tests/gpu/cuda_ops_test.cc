@@ -1642,7 +1642,7 @@ TEST_F(CudaOpsTest, NormFromTheSumsOfSquares) {
         SCOPED_TRACE(StrCat("way ", static_cast<int>(way), swiglu ? " swiglu" : " q, k, v"));
         DevTensor h1 = NewTensor(1, k);
         const std::vector<uint16_t> poison = RawUnits(*ops_, h1.t);
-        if (way == Way::kSwitchOff) cuda::SetGemvNormSums(0);
+        cuda::SetGemvNormSums(way == Way::kSwitchOff ? 0 : 1);  // off by default
         ops_->MatMulAdd(da.t, wo, scratch.t, r1.t);
         if (way == Way::kOpBetween) ops_->MatMul(da.t, wo, scratch.t);
         if (swiglu) {
@@ -1929,8 +1929,8 @@ TEST_F(CudaOpsTest, GatherRows) {
 // ---- CUDA graphs: replayed steps equal eager steps ----
 
 // A small decoder layer over the ops: the shape of one decode step of the model, then the model's fused
-// ops over int8 weights (*2: MatMulAdd, whose one-row GEMV writes the sums of squares that the NormMatMul
-// op after it normalises from).
+// ops over int8 weights (*2: MatMulAdd, whose one-row GEMV writes, with HYMT_NORM_SUMS=1, the sums of
+// squares that the NormMatMul op after it normalises from; tests/gpu/run.sh reruns the graph tests so).
 struct MiniLayer {
   static constexpr int kHidden = 256, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512, kVocab = 300;
   Weight embed, norm, wq, wk, wv, wo, gate, up, down, inv_freq, qnorm;

@@ -131,6 +131,9 @@ if [[ $TESTS == ON ]]; then
   rerun clusters8 HYMT_ATTN_CLUSTER=8 'CudaGraphTest.*:CudaStreaming.*:CudaOpsTest.RopeNormKvAttention*'
   rerun clusters16 HYMT_ATTN_CLUSTER=16 'CudaGraphTest.*:CudaStreaming.*:CudaOpsTest.RopeNormKvAttention*'
   rerun combine HYMT_ATTN_CLUSTER=0 'CudaGraphTest.*:CudaStreaming.*'
+  # The RMSNorm inside a one-row int8 GEMV from the sums of squares the MatMulAdd before it wrote (off by
+  # default: slower where measured).
+  rerun sums HYMT_NORM_SUMS=1 'CudaGraphTest.*:CudaStreaming.*'
   rerun combine_fused "HYMT_ATTN_CLUSTER=0 HYMT_FUSE_ROPE_ATTN=1" \
     'CudaOpsTest.RopeNormKvAttention*:CudaStreaming.GraphedDecodeMatchesEager*'
 fi

@@ -196,26 +196,31 @@ void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void*
 // epilogue: kAdd adds into each part's out (bf16); kSwiGlu takes one part (the gate) and `up` (same shape).
 // With `norm`, x is first normalised as RmsNorm(x, norm->w, norm->eps) would (identical bits), by every
 // block into shared memory: only where GemvNormFusable says so. With norm->sums as well (one token row,
-// where GemvSumsFusable says so), the row's sum of squares comes from the parts that the kAdd launch that
-// stored x wrote (`sums_out`, below), summed in a fixed order: RmsNorm's bits but for that order.
+// where GemvSumsFusable says so), the row's sum of squares comes from the sum_parts parts that the kAdd
+// launch that stored x wrote (`sums_out`, below), summed in a fixed order: RmsNorm's bits but for that order.
 // `sums_out` (kAdd, one token row, where GemvSumsWritable says so; kGemvSumsFloats floats): each block
-// writes the sum of squares of the values it stored, for the next launch's norm->sums.
+// writes the sum of squares of the values it stored, for the next launch's norm->sums; the launch returns
+// how many parts it wrote (0 without sums_out).
 struct GemvNorm {
   WeightView w;
   float eps;
   const float* sums = nullptr;
+  int sum_parts = 0;
 };
 constexpr int kGemvSumsFloats = 8192;
-void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
-                     const GemvNorm* norm = nullptr, float* sums_out = nullptr);
+int64_t LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
+                        const WeightView* up, void* act_scratch, size_t act_scratch_bytes,
+                        cudaStream_t stream, const GemvNorm* norm = nullptr, float* sums_out = nullptr);
 // Whether an RMSNorm before a GEMV over `rows` rows of `cols` of type t can be fused by the sums of squares
 // another launch wrote (GemvNorm::sums), and whether a kAdd launch of weights of type t, `n` rows, over
 // `rows` rows can write them (sums_out). Both: one token row on the int8 path whose blocks quantise their
-// own rows (no bulk copies), and the switch on (SetGemvNormSums; HYMT_NORM_SUMS=0 turns it off).
+// own rows (no bulk copies), and the switch on (SetGemvNormSums; HYMT_NORM_SUMS=1). Off by default: on an
+// H100 the q4_k_m batch-1 graph took 2.389 ms with it against 2.281 without (docs/BENCHMARKS.md, "The
+// greedy argmax split over blocks, and the RMSNorm from sums of squares"). HYMT_NORM_SUMS=2, a measurement
+// switch: the sums are written but the RMSNorm still runs.
 bool GemvSumsFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes);
 bool GemvSumsWritable(DType t, int64_t rows, int64_t n, int64_t cols, size_t act_scratch_bytes);
-// 1 on, 0 off, -1 (the start) the environment's choice (on unless HYMT_NORM_SUMS=0).
+// 1 on, 0 off, -1 (the start) the environment's choice (HYMT_NORM_SUMS=1 or 2 on).
 void SetGemvNormSums(int on);
 // True when LaunchGemvParts can fuse the RMSNorm for this weight type, rows (one pass) and width: fusion is
 // on and the normalised rows fit in shared memory (46 KiB; int8 activations, or bf16 for the other types).

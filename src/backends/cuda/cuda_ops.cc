@@ -197,6 +197,8 @@ struct StagingArea {
 // Device top-k sampling's buffers (pinned and device, the same layout): row specs | history tokens |
 // k best scores | their ids | flags, for kSampleAreaRows rows per launch.
 constexpr size_t kSampleAreaRows = 1024;
+// MatMulAdd's sums of squares for the next RMSNorm (two buffers of kGemvSumsFloats; with int8 activations).
+constexpr size_t kSumsBytes = 2 * cuda::kGemvSumsFloats * sizeof(float);
 struct SampleLayout {
   size_t specs_offset = 0, history_offset = 0, scores_offset = 0, ids_offset = 0, flags_offset = 0, end_offset = 0;
   size_t history_capacity = 0;
@@ -426,11 +428,13 @@ class CudaOpsImpl final : public CudaOps {
     attn_ = DeviceMemory(options.attention_scratch_bytes, "attention partial results", device);
     if (options.int8_activations) {
       act_ = DeviceMemory(options.activation_scratch_bytes, "int8 activations", device);
-      sums_ = DeviceMemory(2 * cuda::kGemvSumsFloats * sizeof(float), "sums of squares", device);
+      sums_ = DeviceMemory(kSumsBytes, "sums of squares", device);
       HYMT_CUDA_CHECK(
           cudaMemsetAsync(sums_.get(), 0, sums_.size(), stream_));  // 0 parts until a launch writes them
     }
     sample_ = std::make_unique<SampleArea>(options.sampling_history_tokens, device);
+    argmax_scratch_ = DeviceMemory(cuda::kArgmaxScratchBytes, "argmax parts", device);
+    HYMT_CUDA_CHECK(cudaMemsetAsync(argmax_scratch_.get(), 0, argmax_scratch_.size(), stream_));
     for (StagingArea* area : {&batch_area_, &ops_area_}) {
       area->capacity = options.staging_bytes;
       area->host = PinnedMemory(options.staging_bytes, "step staging");
@@ -734,14 +738,15 @@ class CudaOpsImpl final : public CudaOps {
         cuda::GemvSumsWritable(wv.dtype, 1, wv.rows, wv.cols, act_.size())) {
       sums = static_cast<float*>(sums_.get()) + sums_next_ * cuda::kGemvSumsFloats;
       sums_next_ ^= 1;
-      sums_of_ = {residual.data, residual.cols, sums, op_serial_};
+      sums_of_ = {residual.data, residual.cols, sums, op_serial_, 0};
     }
     Trace({kOpMatMulAdd, Ptr(x.data), x.rows, x.cols, x.stride, Ptr(wv.data), static_cast<int64_t>(wv.dtype),
            wv.rows, wv.cols, Bits(wv.scale), Ptr(residual.data), residual.stride, Ptr(sums)});
     if (!Launching() || Skip(wv.cols > wv.rows ? 64 : 16)) return;  // down_proj: wider than tall
     if (sums != nullptr) {
-      cuda::LaunchGemvParts(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr, act_.get(), act_.size(),
-                            stream_, nullptr, sums);
+      sums_of_.parts =
+          static_cast<int>(cuda::LaunchGemvParts(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr,
+                                                 act_.get(), act_.size(), stream_, nullptr, sums));
     } else {
       RunGemv(parts, Mat(x), false, cuda::GemvEpilogue::kAdd, nullptr);
     }
@@ -993,10 +998,6 @@ class CudaOpsImpl final : public CudaOps {
       g.dev = DeviceMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids", device_);
       g.host = PinnedMemory(std::max<size_t>(bytes, kIdsCapacity), "sampled ids");
     }
-    if (argmax_scratch_.size() == 0) {
-      argmax_scratch_ = DeviceMemory(cuda::kArgmaxScratchBytes, "argmax parts", device_);
-      HYMT_CUDA_CHECK(cudaMemsetAsync(argmax_scratch_.get(), 0, cuda::kArgmaxScratchBytes, stream_));
-    }
     cuda::LaunchArgmaxRows(logits.data, logits.dtype == DType::kF32, logits.rows, logits.stride, n_valid,
                            static_cast<int32_t*>(g.dev.get()), argmax_scratch_.get(), stream_);
     // The ids' copy to the host on a stream of its own (HYMT_IDS_STREAM=0: on this one), so that the next
@@ -1247,7 +1248,7 @@ class CudaOpsImpl final : public CudaOps {
   GraphTiming graph_timing() const override { return {graph_device_ns_.load(), graph_timed_.load()}; }
   size_t ScratchBytes() const override {
     return cublas_ws_.size() + dequant_.size() + attn_.size() + act_.size() + sums_.size() +
-           batch_area_.dev.size() + ops_area_.dev.size() + sample_->dev.size();
+           batch_area_.dev.size() + ops_area_.dev.size() + sample_->dev.size() + argmax_scratch_.size();
   }
   void SetSimpleKernels(bool on) override { simple_ = on; }
   void Fill16(void* device_ptr, size_t n, uint16_t value) override {
@@ -1462,6 +1463,9 @@ class CudaOpsImpl final : public CudaOps {
   // x's sums of squares where the op just before this one (no OpScope since) was a MatMulAdd that wrote them
   // for x; else null. Call it before the op's OpScope.
   const float* NormSums(const Tensor& x) const {
+    // HYMT_NORM_SUMS=2 (a measurement switch): the sums are written but not used (RmsNorm runs).
+    static const bool unused = cuda::EnvEquals("HYMT_NORM_SUMS", "2");
+    if (unused) return nullptr;
     const SumsOf& s = sums_of_;
     return s.sums != nullptr && s.serial == op_serial_ && s.x == x.data && s.cols == x.cols && x.rows == 1
                ? s.sums
@@ -1506,7 +1510,7 @@ class CudaOpsImpl final : public CudaOps {
     std::vector<int64_t> words = {norm != nullptr ? kOpNormMatMulGroup : kOpMatMulGroup, Ptr(x.data), x.rows, x.cols,
                                   x.stride};
     if (norm != nullptr) {
-      nv = {VectorView(*norm, x.cols, "NormMatMulGroup"), eps, sums};
+      nv = {VectorView(*norm, x.cols, "NormMatMulGroup"), eps, sums, sums_of_.parts};
       words.insert(words.end(), {Ptr(nv.w.data), static_cast<int64_t>(nv.w.dtype), Bits(eps), Ptr(sums)});
     }
     for (const cuda::GemvPart& p : parts)
@@ -1541,7 +1545,7 @@ class CudaOpsImpl final : public CudaOps {
                                   x.cols, x.stride, Ptr(gv.data), static_cast<int64_t>(gv.dtype), gv.rows, gv.cols,
                                   Bits(gv.scale), Ptr(uv.data), Bits(uv.scale), Ptr(out.data), out.stride};
     if (norm != nullptr) {
-      nv = {VectorView(*norm, x.cols, "NormMatMulSwiGlu"), eps, sums};
+      nv = {VectorView(*norm, x.cols, "NormMatMulSwiGlu"), eps, sums, sums_of_.parts};
       words.insert(words.end(), {Ptr(nv.w.data), static_cast<int64_t>(nv.w.dtype), Bits(eps), Ptr(sums)});
     }
     Trace(words);
@@ -1757,6 +1761,7 @@ class CudaOpsImpl final : public CudaOps {
     int64_t cols = 0;
     const float* sums = nullptr;
     uint64_t serial = 0;
+    int parts = 0;  // as the launch returned (0 where nothing was launched: a replay through the ops)
   } sums_of_;
   uint64_t op_serial_ =
       0;  // OpScopes entered  // LaunchArgmaxRows's, for both tickets (their launches take turns on stream_)
@@ -1849,7 +1854,8 @@ bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
 
 size_t CudaOpsScratchBytes(const CudaOpsOptions& o) {
   return o.cublas_workspace_bytes + o.dequant_scratch_bytes + o.attention_scratch_bytes +
-         2 * o.staging_bytes + (o.int8_activations ? o.activation_scratch_bytes : 0) + SampleAreaBytes(o);
+         2 * o.staging_bytes + (o.int8_activations ? o.activation_scratch_bytes + kSumsBytes : 0) +
+         SampleAreaBytes(o) + cuda::kArgmaxScratchBytes;
 }
 
 size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {

@@ -110,6 +110,7 @@ struct GemvArgs {
   // With norm, one token row: x's sum of squares in parts as a kAdd launch with sums_out wrote them (the
   // block sums them instead of reading x twice). GemvSums has the layout.
   const float* sums_in;
+  int sums_parts;
   // kAdd, one token row (GemvInt8Kernel): each block writes the sum of squares of the values it stored.
   float* sums_out;
   // kSmemX: set when QuantizeActKernel<T, true> has already written the rows' int8 values and scales in shared
@@ -586,8 +587,8 @@ struct Int8Dot<DType::kQ8_0> {
 };
 
 // A block's part of a kAdd launch's sums of squares (GemvArgs::sums_out; one token row): the sum of its
-// threads' ss into sums[1 + part], and the number of parts into sums[0] (part 0). Every thread calls it.
-__device__ __forceinline__ void WriteSums(float* sums, float ss, int64_t part, int64_t parts) {
+// threads' ss into sums[part]. Every thread calls it.
+__device__ __forceinline__ void WriteSums(float* sums, float ss, int64_t part) {
   __shared__ float warp_ss[kThreads / 32];
   ss = WarpSum(ss);
   if ((threadIdx.x & 31) == 0) warp_ss[threadIdx.x >> 5] = ss;
@@ -596,9 +597,25 @@ __device__ __forceinline__ void WriteSums(float* sums, float ss, int64_t part, i
     float total = 0.0f;
 #pragma unroll
     for (int w = 0; w < kThreads / 32; ++w) total += warp_ss[w];
-    sums[1 + part] = total;
-    if (part == 0) sums[0] = __int_as_float(static_cast<int>(parts));
+    sums[part] = total;
   }
+}
+
+// The one-token-row sum of squares from a kAdd launch's parts (a.sums_in, a.sums_parts): every warp sums
+// them in the same order (the same bits in every block), the first 256 asked for at once; returns
+// RmsNorm's 1 / rms.
+__device__ __forceinline__ float InvRmsFromSums(const GemvArgs& a, int64_t K) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  constexpr int kFirst = 8;  // parts a lane asks for at once (256 a warp)
+  float ps[kFirst];
+#pragma unroll
+  for (int i = 0; i < kFirst; ++i) ps[i] = lane + 32 * i < a.sums_parts ? a.sums_in[lane + 32 * i] : 0.0f;
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kFirst; ++i) ss += ps[i];
+  for (int k = lane + 32 * kFirst; k < a.sums_parts; k += 32) ss += a.sums_in[k];
+  ss = WarpSum(ss);
+  return rsqrtf(ss / static_cast<float>(K) + a.norm_eps);
 }
 
 // The kSmemX prologue: the activation rows into shared memory (sq: n_tok * K int8, sd: their per-16
@@ -614,13 +631,7 @@ __device__ __forceinline__ void SmemActivations(const GemvArgs& a, int64_t K, in
     for (int i = threadIdx.x; i < n16; i += kThreads) CopyAsync16(sq + 16 * i, a.pre + 16 * i);
     CopyAsyncWait();
   } else if (a.norm.data != nullptr && a.sums_in != nullptr) {
-    // One token row: its sum of squares from the parts the GEMV that stored x wrote, summed by every warp
-    // in the same order (the same bits in every warp and block), no barrier.
-    const int parts = min(__float_as_int(a.sums_in[0]), kGemvSumsFloats - 1);
-    float ss = 0.0f;
-    for (int k = static_cast<int>(threadIdx.x & 31); k < parts; k += 32) ss += a.sums_in[1 + k];
-    ss = WarpSum(ss);
-    sums_inv = rsqrtf(ss / static_cast<float>(K) + a.norm_eps);
+    sums_inv = InvRmsFromSums(a, K);  // one token row
   } else if (a.norm.data != nullptr) {
     for (int t = 0; t < a.n_tok; ++t) {
       const float inv = RowRmsInv(a.x + t * a.x_stride, K, a.norm_eps, norm_scratch);
@@ -734,7 +745,7 @@ __device__ __forceinline__ void GemvInt8Body(const GemvArgs& a, const int8_t* xq
     };
     if (!NextRowBlock<RPT, R, kPair>(rb, acc, lane_g, load_first, &ss)) break;
   }
-  if (a.sums_out != nullptr) WriteSums(a.sums_out, ss, first, step);
+  if (a.sums_out != nullptr) WriteSums(a.sums_out, ss, first);
 }
 template <DType T, int R, bool kPair, int RPT, bool kSmemX>
 __global__ __launch_bounds__(kThreads) void GemvInt8Kernel(GemvArgs a, const int8_t* xq, const float2* xds) {
@@ -1159,14 +1170,15 @@ bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   return true;
 }
 
+// Returns the number of sums-of-squares parts written (the grid; 0 without sums_out).
 template <DType T, int R, bool kPair, int RPT>
-void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm,
-                float* sums_out = nullptr) {
+int64_t LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
+                   const WeightView* up, void* scratch, cudaStream_t stream, const GemvNorm* norm,
+                   float* sums_out = nullptr) {
   const bool sums = sums_out != nullptr || (norm != nullptr && norm->sums != nullptr);
   if constexpr (R == 1) {
     if (!sums && GemvBulkEnabled() && LaunchBulk<T, kPair>(parts, x, out_f32, epi, up, scratch, stream, norm))
-      return;
+      return 0;
   }
   const int64_t K = parts[0].w.cols;
   int8_t* xq = static_cast<int8_t*>(scratch);
@@ -1179,6 +1191,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
     a.norm = norm->w;
     a.norm_eps = norm->eps;
     a.sums_in = norm->sums;
+    a.sums_parts = norm->sum_parts;
   }
   a.sums_out = sums_out;
   const size_t smem = SmemXBytes(x.rows, K);
@@ -1200,7 +1213,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
     HYMT_CUDA_EXPECT(sums_out == nullptr || grid < kGemvSumsFloats, grid, " blocks' sums of squares");
     Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a, static_cast<const int8_t*>(nullptr),
            static_cast<const float2*>(nullptr));
-    return;
+    return sums_out != nullptr ? grid : 0;
   }
   Launch(pdl, QuantizeActKernel<T, false>, qgrid, dim3(kThreads), 0, stream,
          static_cast<const uint16_t*>(x.data), x.stride, static_cast<int>(K), xq, xds,
@@ -1209,6 +1222,7 @@ void LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), 0));
   Launch(pdl, kernel, static_cast<unsigned>(grid), kThreads, 0, stream, a, static_cast<const int8_t*>(xq),
          static_cast<const float2*>(xds));
+  return 0;
 }
 
 // One launch of GemvInt8TwoKernel<TA, TB> for a's and b's parts over one token row (LaunchGemvTwoTypes has
@@ -1227,6 +1241,7 @@ void LaunchTwo(std::span<const GemvPart> pa, std::span<const GemvPart> pb, MatVi
       g->norm = norm->w;
       g->norm_eps = norm->eps;
       g->sums_in = norm->sums;
+      g->sums_parts = norm->sum_parts;
     }
   }
   const size_t smem = SmemXBytes(1, pa[0].w.cols);
@@ -1260,16 +1275,15 @@ void LaunchFloat(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvE
     LaunchT<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, stream, norm);
 }
 template <DType T, int R>
-void LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi, void* scratch,
-                    cudaStream_t stream, const GemvNorm* norm, float* sums_out) {
+int64_t LaunchInt8Rows(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
+                       void* scratch, cudaStream_t stream, const GemvNorm* norm, float* sums_out) {
   const int rpt = R == 1 ? OneRowRpt(T, true) : 0;
   if (rpt == 2)
-    LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm, sums_out);
-  else if (rpt == 4)
-    LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm, sums_out);
-  else
-    LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm,
-                                                 sums_out);
+    return LaunchInt8<T, R, false, 2>(parts, x, out_f32, epi, nullptr, scratch, stream, norm, sums_out);
+  if (rpt == 4)
+    return LaunchInt8<T, R, false, 4>(parts, x, out_f32, epi, nullptr, scratch, stream, norm, sums_out);
+  return LaunchInt8<T, R, false, RowsPerThread(T, R)>(parts, x, out_f32, epi, nullptr, scratch, stream, norm,
+                                                      sums_out);
 }
 
 // Calls f.template operator()<R>() with R the kernel's token rows for n rows (1, 2, 4 or 8).
@@ -1400,9 +1414,9 @@ void SetGemvNormSums(int on) {
 }
 
 bool NormSumsOn() {
-  static const bool env_off = EnvEquals("HYMT_NORM_SUMS", "0");
+  static const bool env_on = EnvEquals("HYMT_NORM_SUMS", "1") || EnvEquals("HYMT_NORM_SUMS", "2");
   const int set = g_norm_sums.load(std::memory_order_relaxed);
-  return set >= 0 ? set != 0 : !env_off;
+  return set >= 0 ? set != 0 : env_on;
 }
 
 bool GemvSumsFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes) {
@@ -1416,9 +1430,9 @@ bool GemvSumsWritable(DType t, int64_t rows, int64_t n, int64_t cols, size_t act
   return GemvSumsFusable(t, rows, cols, act_scratch_bytes) && n < kGemvSumsFloats - 1;
 }
 
-void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
-                     const WeightView* up, void* act_scratch, size_t act_scratch_bytes, cudaStream_t stream,
-                     const GemvNorm* norm, float* sums_out) {
+int64_t LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
+                        const WeightView* up, void* act_scratch, size_t act_scratch_bytes,
+                        cudaStream_t stream, const GemvNorm* norm, float* sums_out) {
   HYMT_CUDA_EXPECT(x.rows >= 1 && x.rows <= kGemvMaxRows, x.rows, " rows");
   HYMT_CUDA_EXPECT(!parts.empty() && parts.size() <= static_cast<size_t>(kGemvMaxParts), parts.size(), " parts");
   HYMT_CUDA_EXPECT(!out_f32 || epi == GemvEpilogue::kStore, "an f32 output takes no epilogue");
@@ -1457,23 +1471,28 @@ void LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, G
     const bool ok =
         int8 || DispatchFmt(t, [&]<DType T>() { LaunchT<T, 1, true, 1>(parts, x, out_f32, epi, up, stream, norm); });
     HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
-    return;
+    return 0;
   }
   if (int8) {
+    int64_t sum_parts = 0;
     DispatchRows(x.rows, [&]<int R>() {
       if (t == DType::kQ4_K)
-        LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
+        sum_parts =
+            LaunchInt8Rows<DType::kQ4_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
       else if (t == DType::kQ6_K)
-        LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
+        sum_parts =
+            LaunchInt8Rows<DType::kQ6_K, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
       else
-        LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
+        sum_parts =
+            LaunchInt8Rows<DType::kQ8_0, R>(parts, x, out_f32, epi, act_scratch, stream, norm, sums_out);
     });
-    return;
+    return sum_parts;
   }
   const bool ok = DispatchFmt(t, [&]<DType T>() {
     DispatchRows(x.rows, [&]<int R>() { LaunchFloat<T, R>(parts, x, out_f32, epi, stream, norm); });
   });
   HYMT_CUDA_EXPECT(ok, "no GEMV kernel for ", DTypeName(t));
+  return 0;
 }
 
 void LaunchGemv(const WeightView& w, MatView x, MatView out, bool out_f32, void* act_scratch,
