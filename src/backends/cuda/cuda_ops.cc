@@ -1750,7 +1750,8 @@ class CudaOpsImpl final : public CudaOps {
   };
   GreedyIds greedy_[2];
   int next_greedy_ = 0;
-  DeviceMemory argmax_scratch_;
+  DeviceMemory
+      argmax_scratch_;  // LaunchArgmaxRows's, for both tickets (their launches take turns on stream_)
   // Sums of squares of a one-row residual, written by MatMulAdd's GEMV for the next NormMatMul op (two
   // buffers in turn, from the first at each BeginStep), and whose they are: the residual's data and width,
   // the buffer, and the op serial of the MatMulAdd (valid only for the op right after it).
@@ -1763,8 +1764,7 @@ class CudaOpsImpl final : public CudaOps {
     uint64_t serial = 0;
     int parts = 0;  // as the launch returned (0 where nothing was launched: a replay through the ops)
   } sums_of_;
-  uint64_t op_serial_ =
-      0;  // OpScopes entered  // LaunchArgmaxRows's, for both tickets (their launches take turns on stream_)
+  uint64_t op_serial_ = 0;  // OpScopes entered
   GreedyIds& Ticket(int ticket) {
     HYMT_CUDA_EXPECT(ticket == 0 || ticket == 1, "unknown greedy ticket ", ticket);
     HYMT_CUDA_EXPECT(greedy_[ticket].pending, "greedy ticket ", ticket, " is not outstanding");

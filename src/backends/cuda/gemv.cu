@@ -107,8 +107,8 @@ struct GemvArgs {
   int64_t n_blocks;  // row blocks over all segments (GemvInt8Kernel's blocks loop over them)
   WeightView norm;    // norm.data set: x is first normalised as RmsNorm(x, norm, norm_eps) would
   float norm_eps;
-  // With norm, one token row: x's sum of squares in parts as a kAdd launch with sums_out wrote them (the
-  // block sums them instead of reading x twice). GemvSums has the layout.
+  // With norm, one token row: x's sum of squares in sums_parts parts, sums_in[0 .. sums_parts), as a kAdd
+  // launch with sums_out wrote them (the block sums them instead of reading x twice).
   const float* sums_in;
   int sums_parts;
   // kAdd, one token row (GemvInt8Kernel): each block writes the sum of squares of the values it stored.
@@ -997,6 +997,15 @@ GemvArgs Shape(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpi
   return a;
 }
 
+// A launch's fused RMSNorm (none where norm is null) into its arguments.
+void SetNorm(GemvArgs& a, const GemvNorm* norm) {
+  if (norm == nullptr) return;
+  a.norm = norm->w;
+  a.norm_eps = norm->eps;
+  a.sums_in = norm->sums;
+  a.sums_parts = norm->sum_parts;
+}
+
 // Weight rows per thread for one token row (1, 2 or 4): rows of a thread share each activation load, which
 // cuts the L1 traffic per weight byte at the cost of registers. Chosen by batch-1 decode at the 7B shape on
 // an H200 (hymt bench, docs/BENCHMARKS.md): 16-bit and f32 weights 4 (bf16 1 -> 2 -> 4: 194, 202, 206
@@ -1058,8 +1067,7 @@ void LaunchT(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilo
   }
   const size_t smem = SmemNormBytes(x.rows, parts[0].w.cols);
   HYMT_CUDA_EXPECT(smem > 0, "a fused RMSNorm over ", x.rows, " rows of ", parts[0].w.cols);
-  a.norm = norm->w;
-  a.norm_eps = norm->eps;
+  SetNorm(a, norm);
   const auto kernel = GemvKernel<T, R, kPair, RPT, true>;
   const int64_t grid = GemvGrid(blocks, ResidentBlocksPerSm(reinterpret_cast<const void*>(kernel), smem));
   Launch(PdlEnabled(), kernel, static_cast<unsigned>(grid), kThreads, smem, stream, a);
@@ -1147,10 +1155,7 @@ bool LaunchBulk(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEp
   if (shape.stages == 0) return false;
   int64_t blocks = 0;
   GemvArgs a = Shape<1, Fmt<T>::kUnitElems, 1>(parts, x, out_f32, epi, up, &blocks, kThreads / shape.rows);
-  if (norm != nullptr) {
-    a.norm = norm->w;
-    a.norm_eps = norm->eps;
-  }
+  SetNorm(a, norm);
   const bool pdl = PdlEnabled();
   if (norm == nullptr && K >= GemvPrequantMinK()) {
     int8_t* xq = static_cast<int8_t*>(scratch);
@@ -1187,12 +1192,7 @@ int64_t LaunchInt8(std::span<const GemvPart> parts, MatView x, bool out_f32, Gem
   int64_t blocks = 0;
   GemvArgs a = Shape<RPT, Fmt<T>::kUnitElems, UnitsInFlightT<T>(RPT)>(
       parts, x, out_f32, epi, up, &blocks, kPair ? SingleGroup<T>(K, true) : 0);
-  if (norm != nullptr) {
-    a.norm = norm->w;
-    a.norm_eps = norm->eps;
-    a.sums_in = norm->sums;
-    a.sums_parts = norm->sum_parts;
-  }
+  SetNorm(a, norm);
   a.sums_out = sums_out;
   const size_t smem = SmemXBytes(x.rows, K);
   HYMT_CUDA_EXPECT(!sums || (R == 1 && x.rows == 1 && smem > 0), "sums of squares for one token row only");
@@ -1236,14 +1236,8 @@ void LaunchTwo(std::span<const GemvPart> pa, std::span<const GemvPart> pb, MatVi
                                                                      nullptr, &blocks_a);
   GemvArgs gb = Shape<2, Fmt<TB>::kUnitElems, UnitsInFlightT<TB>(2)>(pb, x, false, GemvEpilogue::kStore,
                                                                      nullptr, &blocks_b);
-  if (norm != nullptr) {
-    for (GemvArgs* g : {&ga, &gb}) {
-      g->norm = norm->w;
-      g->norm_eps = norm->eps;
-      g->sums_in = norm->sums;
-      g->sums_parts = norm->sum_parts;
-    }
-  }
+  SetNorm(ga, norm);
+  SetNorm(gb, norm);
   const size_t smem = SmemXBytes(1, pa[0].w.cols);
   const auto kernel = GemvInt8TwoKernel<TA, TB>;
   const int64_t grid = std::max<int64_t>(
@@ -1413,11 +1407,13 @@ void SetGemvNormSums(int on) {
   g_norm_sums.store(on, std::memory_order_relaxed);
 }
 
+namespace {
 bool NormSumsOn() {
   static const bool env_on = EnvEquals("HYMT_NORM_SUMS", "1") || EnvEquals("HYMT_NORM_SUMS", "2");
   const int set = g_norm_sums.load(std::memory_order_relaxed);
   return set >= 0 ? set != 0 : env_on;
 }
+}  // namespace
 
 bool GemvSumsFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes) {
   return NormSumsOn() && rows == 1 && cols % 16 == 0 && GemvInt8Supported(t) && !GemvBulkEnabled() &&
@@ -1429,6 +1425,15 @@ bool GemvSumsWritable(DType t, int64_t rows, int64_t n, int64_t cols, size_t act
   // At most one block a row block of one row: fewer parts than kGemvSumsFloats - 1 when n is.
   return GemvSumsFusable(t, rows, cols, act_scratch_bytes) && n < kGemvSumsFloats - 1;
 }
+
+// Whether a launch can take this fused norm: from sums of squares (GemvSumsFusable) or computing them
+// itself (GemvNormFusable).
+namespace {
+bool NormFits(const GemvNorm& norm, DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes) {
+  return norm.sums != nullptr ? GemvSumsFusable(t, rows, cols, act_scratch_bytes)
+                              : GemvNormFusable(t, rows, cols, act_scratch_bytes);
+}
+}  // namespace
 
 int64_t LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32, GemvEpilogue epi,
                         const WeightView* up, void* act_scratch, size_t act_scratch_bytes,
@@ -1449,10 +1454,8 @@ int64_t LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32
   const bool int8 = GemvInt8Supported(t) && act_scratch != nullptr &&
                     GemvActScratchBytes(x.rows, parts[0].w.cols) <= act_scratch_bytes;
   const size_t act_bytes = act_scratch != nullptr ? act_scratch_bytes : 0;
-  HYMT_CUDA_EXPECT(
-      norm == nullptr || (norm->sums != nullptr ? GemvSumsFusable(t, x.rows, parts[0].w.cols, act_bytes)
-                                                : GemvNormFusable(t, x.rows, parts[0].w.cols, act_bytes)),
-      "no fused RMSNorm for ", x.rows, " rows of ", parts[0].w.cols, " ", DTypeName(t));
+  HYMT_CUDA_EXPECT(norm == nullptr || NormFits(*norm, t, x.rows, parts[0].w.cols, act_bytes),
+                   "no fused RMSNorm for ", x.rows, " rows of ", parts[0].w.cols, " ", DTypeName(t));
   int64_t n_out = 0;
   for (const GemvPart& p : parts) n_out += p.w.rows;
   HYMT_CUDA_EXPECT(sums_out == nullptr || (epi == GemvEpilogue::kAdd && !out_f32 &&
@@ -1543,12 +1546,9 @@ bool LaunchGemvTwoTypes(std::span<const GemvPart> a, std::span<const GemvPart> b
       GemvActScratchBytes(1, K) > act_scratch_bytes || SmemXBytes(1, K) == 0 || K >= GemvPrequantMinK() ||
       OneRowRpt(DType::kQ4_K, true) != 2 || OneRowRpt(DType::kQ6_K, true) != 2 || GemvBulkEnabled())
     return false;
-  if (norm != nullptr) {
-    for (const DType t : {DType::kQ4_K, DType::kQ6_K})
-      if (norm->sums != nullptr ? !GemvSumsFusable(t, 1, K, act_scratch_bytes)
-                                : !GemvNormFusable(t, 1, K, act_scratch_bytes))
-        return false;
-  }
+  if (norm != nullptr && !(NormFits(*norm, DType::kQ4_K, 1, K, act_scratch_bytes) &&
+                           NormFits(*norm, DType::kQ6_K, 1, K, act_scratch_bytes)))
+    return false;
   LaunchTwo<DType::kQ4_K, DType::kQ6_K>(a, b, x, stream, norm);
   g_two_type_launches.fetch_add(1, std::memory_order_relaxed);
   return true;

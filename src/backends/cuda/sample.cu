@@ -102,6 +102,41 @@ struct ArgmaxScratch {
   int* non_finite;
 };
 
+// One round of a thread's scan: the 16-byte pieces base, base + kStride, ... (kUnits of them, those below
+// n_vec), all loaded before any is used, into the thread's best (value, index) and its non-finite flag.
+template <bool kF32, int kUnits, int kStride>
+__device__ __forceinline__ void ScanPieces(const uint4* rv, int base, int n_vec, float& best, int& best_i,
+                                           int& non_finite) {
+  constexpr int E = kF32 ? 4 : 8;  // logits per 16 bytes
+  uint4 w[kUnits];
+#pragma unroll
+  for (int u = 0; u < kUnits; ++u) {
+    const int i = base + u * kStride;
+    if (i < n_vec) w[u] = Ld16(rv + i);
+  }
+#pragma unroll
+  for (int u = 0; u < kUnits; ++u) {
+    const int i = base + u * kStride;
+    if (i >= n_vec) continue;
+    const uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+    float f[E];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (kF32) {
+        f[k] = __uint_as_float(ws[k]);
+      } else {
+        f[2 * k] = Bf16Lo(ws[k]);
+        f[2 * k + 1] = Bf16Hi(ws[k]);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      non_finite |= !isfinite(f[e]);
+      Better(best, best_i, f[e], i * E + e);
+    }
+  }
+}
+
 template <bool kF32>
 __global__ __launch_bounds__(kArgmaxThreads) void ArgmaxRowsVecKernel(const char* logits, int64_t row_bytes,
                                                                      int n_valid, int32_t* out) {
@@ -112,35 +147,8 @@ __global__ __launch_bounds__(kArgmaxThreads) void ArgmaxRowsVecKernel(const char
   float best = -FLT_MAX;
   int best_i = 0x7fffffff;
   int non_finite = 0;
-  for (int base = threadIdx.x; base < n_vec; base += kArgmaxThreads * kArgmaxUnroll) {
-    uint4 w[kArgmaxUnroll];
-#pragma unroll
-    for (int u = 0; u < kArgmaxUnroll; ++u) {
-      const int i = base + u * kArgmaxThreads;
-      if (i < n_vec) w[u] = Ld16(rv + i);
-    }
-#pragma unroll
-    for (int u = 0; u < kArgmaxUnroll; ++u) {
-      const int i = base + u * kArgmaxThreads;
-      if (i >= n_vec) continue;
-      const uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
-      float f[E];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        if constexpr (kF32) {
-          f[k] = __uint_as_float(ws[k]);
-        } else {
-          f[2 * k] = Bf16Lo(ws[k]);
-          f[2 * k + 1] = Bf16Hi(ws[k]);
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        non_finite |= !isfinite(f[e]);
-        Better(best, best_i, f[e], i * E + e);
-      }
-    }
-  }
+  for (int base = threadIdx.x; base < n_vec; base += kArgmaxThreads * kArgmaxUnroll)
+    ScanPieces<kF32, kArgmaxUnroll, kArgmaxThreads>(rv, base, n_vec, best, best_i, non_finite);
   for (int i = n_vec * E + threadIdx.x; i < n_valid; i += kArgmaxThreads) {  // the last n_valid % E
     const float v = LoadLogit(row, kF32, i);
     non_finite |= !isfinite(v);
@@ -169,33 +177,7 @@ __global__ __launch_bounds__(kArgmaxPartThreads) void ArgmaxPartsKernel(const ch
   float best = -FLT_MAX;
   int best_i = 0x7fffffff;
   int non_finite = 0;
-  uint4 w[kArgmaxPartUnits];
-#pragma unroll
-  for (int u = 0; u < kArgmaxPartUnits; ++u) {
-    const int i = begin + u * kArgmaxPartThreads;
-    if (i < n_vec) w[u] = Ld16(rv + i);
-  }
-#pragma unroll
-  for (int u = 0; u < kArgmaxPartUnits; ++u) {
-    const int i = begin + u * kArgmaxPartThreads;
-    if (i >= n_vec) continue;
-    const uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
-    float f[E];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if constexpr (kF32) {
-        f[k] = __uint_as_float(ws[k]);
-      } else {
-        f[2 * k] = Bf16Lo(ws[k]);
-        f[2 * k + 1] = Bf16Hi(ws[k]);
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      non_finite |= !isfinite(f[e]);
-      Better(best, best_i, f[e], i * E + e);
-    }
-  }
+  ScanPieces<kF32, kArgmaxPartUnits, kArgmaxPartThreads>(rv, begin, n_vec, best, best_i, non_finite);
   if (part == parts - 1) {
     for (int i = n_vec * E + static_cast<int>(threadIdx.x); i < n_valid; i += kArgmaxPartThreads) {
       const float v = LoadLogit(rowp, kF32, i);
