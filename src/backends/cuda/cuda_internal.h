@@ -215,7 +215,8 @@ int64_t LaunchGemvParts(std::span<const GemvPart> parts, MatView x, bool out_f32
 // another launch wrote (GemvNorm::sums), and whether a kAdd launch of weights of type t, `n` rows, over
 // `rows` rows can write them (sums_out). Both: one token row on the int8 path whose blocks quantise their
 // own rows (no bulk copies), and the switch on (SetGemvNormSums; HYMT_NORM_SUMS=1). Off by default: on an
-// H100 the q4_k_m batch-1 graph took 2.389 ms with it against 2.281 without (docs/BENCHMARKS.md, "The
+// H100 the q4_k_m batch-1 graph took 2.389 ms with its first form (the parts summed one load at a time)
+// against 2.281 without; the current form is not measured (docs/BENCHMARKS.md, "The
 // greedy argmax split over blocks, and the RMSNorm from sums of squares"). HYMT_NORM_SUMS=2, a measurement
 // switch: the sums are written but the RMSNorm still runs.
 bool GemvSumsFusable(DType t, int64_t rows, int64_t cols, size_t act_scratch_bytes);
