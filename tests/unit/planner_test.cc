@@ -12,6 +12,9 @@
 #include "core/status.h"
 #include "model/shapes.h"
 #include "runtime/kv_cache.h"
+#ifdef HYMT_HAVE_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
 
 namespace hymt {
 namespace {
@@ -405,6 +408,16 @@ TEST(Planner, CountsTheCpuBackendsScratchWhereTheCpuComputes) {
     EXPECT_EQ(with.mode, gpu_gib == 0 ? "cpu" : "resident");
   }
 }
+
+#ifdef HYMT_HAVE_CUDA
+// A build without CUDA plans a GPU budget with kGpuBackendScratchBytes in place of what the backend
+// allocates; it must not be less.
+TEST(Planner, TheAssumedBackendScratchCoversTheRealOne) {
+  const uint64_t real = CudaOpsScratchBytes(CudaOpsOptions{});
+  EXPECT_GE(kGpuBackendScratchBytes, real) << real / double(kMiB) << " MiB";
+  EXPECT_LT(kGpuBackendScratchBytes - real, 8 * kMiB) << "far above what the backend allocates";
+}
+#endif
 
 TEST(Planner, TableNamesEveryPart) {
   const PlanInput in = Input("hunyuan-7b", "bf16", 2);
