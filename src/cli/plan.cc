@@ -77,7 +77,8 @@ int RunPlan(int argc, char** argv) {
   }
 #ifdef HYMT_HAVE_CUDA
   // A GPU in this machine: the predictions take its memory system (the budget may be a what-if).
-  if (device != "cpu" && CudaDeviceCount() > 0) in.speeds = GpuSpeedsForDevice(in.speeds, CudaPeakMemoryBandwidth(0));
+  if (device != "cpu" && CudaDeviceCount() > 0)
+    in.speeds = GpuSpeedsForDevice(in.speeds, CudaPeakMemoryBandwidth(0), CudaSmClockRate(0));
 #endif
   SetCpuScratch(in);
   in.cpu_available = HostMemoryAvailable();

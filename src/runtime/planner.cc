@@ -278,8 +278,8 @@ class Planner {
     const WeightFormat& f = p.format;
     const double rows = batch;
     double gpu = 0, cpu = 0, copied = 0;
-    auto gpu_part = [&](double bytes, double params) {
-      gpu += s.gpu_part_seconds + std::max(bytes / s.gpu_bandwidth, 2 * params * rows / s.gpu_flops);
+    auto gpu_part = [&](const GpuReads& reads, double params) {
+      gpu += s.gpu_part_seconds + std::max(reads.Seconds(s), 2 * params * rows / s.gpu_flops);
     };
     auto cpu_part = [&](double bytes, double params) {
       cpu += s.cpu_part_seconds + std::max(bytes / s.cpu_bandwidth, 2 * params * rows / s.cpu_flops);
@@ -289,17 +289,15 @@ class Planner {
       if (p.layers[i] == LayerHome::kCpu) {
         cpu_part(static_cast<double>(f.layer_bytes[i]), params);
       } else {
-        gpu_part(f.layer_gpu_read[i], params);
+        gpu_part(f.layer_gpu_reads[i], params);
         if (p.layers[i] == LayerHome::kStreamed) copied += static_cast<double>(f.layer_gpu_bytes[i]);
       }
     }
     const double head_params = static_cast<double>(c_.vocab_rows) * c_.hidden;
-    const double head_bytes = c_.tied_output ? (p.head_on_gpu ? f.embed_gpu_read : f.embed_bytes)
-                                             : (p.head_on_gpu ? f.head_gpu_read : f.head_bytes);
     if (p.head_on_gpu) {
-      gpu_part(head_bytes, head_params);
+      gpu_part(c_.tied_output ? f.embed_gpu_reads : f.head_gpu_reads, head_params);
     } else {
-      cpu_part(head_bytes, head_params);
+      cpu_part(static_cast<double>(c_.tied_output ? f.embed_bytes : f.head_bytes), head_params);
     }
     return std::max(gpu, copied / s.pcie_bandwidth) + cpu;
   }
@@ -359,22 +357,65 @@ DType LoadTypeFor(const std::string& weight_type, const ModelConfig& c, const Te
   return t;
 }
 
-double GpuReadEfficiency(DType t) {
+namespace {
+
+// GpuReads' kinds, and each kind's two limits (GpuReadRate): the fraction of the memory interface's peak
+// it reads where the memory bounds it (an H100) and the bytes/s it reads on an H200's SMs.
+int GpuReadKind(DType t) {
   switch (t) {
     case DType::kBF16:
     case DType::kF16:
     case DType::kF32:
-      return 1.0;
+      return 0;
     case DType::kQ8_0:
-      return 0.83;
-    case DType::kF8E4M3:
-      return 0.71;
+      return 1;
     case DType::kQ4_K:
     case DType::kQ6_K:
-      return 0.63;
+      return 2;
+    case DType::kF8E4M3:
+      return 3;
     default:
-      return 0.5;
+      return 4;
   }
+}
+// H100 (3.35 TB/s interface), 3741ca4, batch 1 at 48 + 128 tokens: bf16 186.0, q8_0 280.1, q4_k_m 436.0
+// tok/s; H200 (4.8 TB/s): bf16 238.9 and q8_0 348.4 tok/s (b5c3a2f), q4_k_m 494.1 (81545fd); each step
+// less the 33 parts' gpu_part_seconds, over the weights it reads (docs/BENCHMARKS.md). The last two kinds
+// keep the H200's single figure (3.9e12 x 0.71 and x 0.5) as a fraction of both limits.
+constexpr double kMemFraction[GpuReads::kKinds] = {0.888, 0.735, 0.702, 0.8125 * 0.71, 0.8125 * 0.5};
+constexpr double kH200SmRate[GpuReads::kKinds] = {3.89e12, 3.14e12, 2.73e12, 3.9e12 * 0.71, 3.9e12 * 0.5};
+
+double KindRate(const DeviceSpeeds& s, int kind) {
+  return std::min(s.gpu_peak_bandwidth * kMemFraction[kind], kH200SmRate[kind] * s.gpu_sm_scale);
+}
+
+// True when the SMs' limit is the lower one for type t.
+bool SmBound(const DeviceSpeeds& s, DType t) {
+  const int kind = GpuReadKind(t);
+  return kH200SmRate[kind] * s.gpu_sm_scale < s.gpu_peak_bandwidth * kMemFraction[kind];
+}
+
+}  // namespace
+
+double GpuReadRate(const DeviceSpeeds& s, DType t) {
+  return KindRate(s, GpuReadKind(t));
+}
+
+void GpuReads::Add(DType t, double n) {
+  bytes[GpuReadKind(t)] += n;
+}
+
+double GpuReads::Seconds(const DeviceSpeeds& s) const {
+  double seconds = 0;
+  for (int k = 0; k < kKinds; ++k)
+    if (bytes[k] > 0) seconds += bytes[k] / KindRate(s, k);
+  return seconds;
+}
+
+double GpuReads::Total() const {
+  double total = 0;
+  for (double b : bytes) total += b;
+  return total;
 }
 
 WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool quantize_at_load,
@@ -385,7 +426,7 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
   f.quantize_at_load = quantize_at_load;
   f.layer_bytes.assign(c.n_layers, 0);
   f.layer_gpu_bytes.assign(c.n_layers, 0);
-  f.layer_gpu_read.assign(c.n_layers, 0.0);
+  f.layer_gpu_reads.assign(c.n_layers, GpuReads{});
   f.rope_gpu_bytes = RoundUp(DTypeBytes(DType::kF32, c.head_dim / 2), 256);
   uint64_t main_bytes = 0;
   ForEachTensorSpec(c, [&](const TensorSpec& s) {
@@ -393,11 +434,10 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
     const uint64_t bytes = DTypeBytes(t, s.cols) * static_cast<uint64_t>(s.rows);
     uint64_t dev = gpu_bytes ? gpu_bytes(t, s.rows, s.cols) : bytes;
     dev = dev >= kGpuAllocGranularity ? RoundUp(dev, kGpuAllocGranularity) : RoundUp(dev, 256);
-    const double read = static_cast<double>(bytes) / GpuReadEfficiency(t);
     if (s.layer >= 0) {
       f.layer_bytes[s.layer] += bytes;
       f.layer_gpu_bytes[s.layer] += dev;
-      f.layer_gpu_read[s.layer] += read;
+      f.layer_gpu_reads[s.layer].Add(t, static_cast<double>(bytes));
       if (s.layer == 0) f.layer_params += s.rows * s.cols;
       if (s.role == "ffn_up" && bytes > main_bytes) {
         main_bytes = bytes;  // the largest matrices decide the speed
@@ -406,11 +446,11 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
     } else if (s.role == "token_embd") {
       f.embed_bytes += bytes;
       f.embed_gpu_bytes += dev;
-      f.embed_gpu_read += read;
+      f.embed_gpu_reads.Add(t, static_cast<double>(bytes));
     } else {
       f.head_bytes += bytes;  // the final norm and an untied output head
       f.head_gpu_bytes += dev;
-      f.head_gpu_read += read;
+      f.head_gpu_reads.Add(t, static_cast<double>(bytes));
     }
   });
   return f;
@@ -465,10 +505,11 @@ DeviceSpeeds MeasuredCpuSpeeds(DeviceSpeeds base) {
   return base;
 }
 
-DeviceSpeeds GpuSpeedsForDevice(DeviceSpeeds base, double peak) {
+DeviceSpeeds GpuSpeedsForDevice(DeviceSpeeds base, double peak, double sm_clock_rate) {
   if (peak > 0) {
-    base.gpu_bandwidth = peak * kGpuReadFraction;
     base.gpu_peak_bandwidth = peak;
+    base.gpu_sm_scale = sm_clock_rate > 0 ? sm_clock_rate / kH200SmClockRate : 1.0;
+    base.gpu_described = true;
   }
   return base;
 }
@@ -479,7 +520,7 @@ Plan MakePlan(const PlanInput& in) {
   for (const WeightFormat& f : in.formats)
     HYMT_CHECK(static_cast<int>(f.layer_bytes.size()) == c.n_layers &&
                static_cast<int>(f.layer_gpu_bytes.size()) == c.n_layers &&
-               static_cast<int>(f.layer_gpu_read.size()) == c.n_layers);
+               static_cast<int>(f.layer_gpu_reads.size()) == c.n_layers);
   if (in.device != "auto" && in.device != "cpu" && in.device != "gpu")
     Fail(ErrorCode::kInvalidArgument, "planner device must be auto, cpu or gpu, got '", in.device, "'");
   if (!in.mode.empty() && in.mode != "resident" && in.mode != "partial" && in.mode != "streamed" &&
@@ -583,15 +624,19 @@ Plan MakePlan(const PlanInput& in) {
                              " GPU slots; each step moves the same bytes "
                              "whatever its batch, so run many sequences at once"));
   if (p.mode != "cpu") {
-    char speeds[200];
-    if (in.speeds.gpu_peak_bandwidth > 0)
+    char speeds[256];
+    const DType main = p.format.main_type;
+    const double rate = GpuReadRate(in.speeds, main);
+    if (in.speeds.gpu_described)
       std::snprintf(speeds, sizeof speeds,
-                    "predictions take the GPU at %.0f GB/s of bf16 weights read (%.0f%% of its memory "
-                    "interface's %.0f GB/s)",
-                    in.speeds.gpu_bandwidth / 1e9, 100 * kGpuReadFraction, in.speeds.gpu_peak_bandwidth / 1e9);
+                    "predictions take the GPU to read %s weights at %.0f GB/s (bound by its %s; memory "
+                    "interface's %.0f GB/s, SMs x clock %.2fx an H200's)",
+                    DTypeName(main), rate / 1e9, SmBound(in.speeds, main) ? "SMs" : "memory",
+                    in.speeds.gpu_peak_bandwidth / 1e9, in.speeds.gpu_sm_scale);
     else
-      std::snprintf(speeds, sizeof speeds, "predictions take the GPU at %.0f GB/s of bf16 weights read (assumed: an H200)",
-                    in.speeds.gpu_bandwidth / 1e9);
+      std::snprintf(speeds, sizeof speeds,
+                    "predictions take the GPU to read %s weights at %.0f GB/s (assumed: an H200)",
+                    DTypeName(main), rate / 1e9);
     p.notes.push_back(speeds);
   }
   if (p.mode == "cpu" || p.mode == "partial") {

@@ -18,6 +18,7 @@
 //      searching the planner itself, so the number is exactly what `--gpu-mem`/`--cpu-mem` needs).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -49,6 +50,52 @@ constexpr uint64_t kGpuBackendScratchBytes = uint64_t{96} << 20;
 // counted rounded up to it.
 constexpr uint64_t kGpuAllocGranularity = uint64_t{2} << 20;
 
+// Rough speeds for the predictions (the benchmarks measure the real ones).
+struct DeviceSpeeds {
+  // The GPU the predictions describe: an H200 (4.8 TB/s memory interface, 132 SMs at 1.98 GHz) unless
+  // GpuSpeedsForDevice set another's figures. GpuReadRate turns them into each weight type's read speed.
+  double gpu_peak_bandwidth = 4.8e12;  // memory clock x 2 x bus width, bytes/s
+  double gpu_sm_scale = 1.0;           // SMs x SM clock, relative to the H200's
+  bool gpu_described = false;          // the two above come from a device (GpuSpeedsForDevice)
+  double gpu_flops = 4.0e14;           // achieved bf16 matmul FLOP/s
+  double pcie_bandwidth = 50e9;        // host -> device from pinned memory (BENCH.md: ~54 GB/s)
+  double cpu_bandwidth = 20e9;         // weight-read bytes/s of the CPU kernels
+  double cpu_flops = 2.0e11;           // CPU matmul FLOP/s
+  // What a layer (or the head) costs beyond its bytes and FLOPs: kernel launches and their tails on
+  // the GPU, thread-pool dispatch on the CPU. Dominant only for small models. GPU: the 7B decode step
+  // spends 8-11 us a layer on the small kernels and 19-75 us a step between graphs (docs/BENCHMARKS.md,
+  // "Where a batch-1 step goes").
+  double gpu_part_seconds = 10e-6;
+  double cpu_part_seconds = 10e-6;
+  bool cpu_measured = false;  // cpu_bandwidth and cpu_flops come from this host (MeasuredCpuSpeeds)
+};
+
+// How fast the CUDA backend's decode GEMVs read weights of type t on the GPU `s` describes, bytes/s: the
+// lower of two limits. The memory's: a fraction of the interface's peak, measured on an H100 whose memory
+// the kernels nearly keep up with (3741ca4, 7B batch-1 steps less the per-part costs: bf16 88.8%, q8_0
+// 73.5%, q4_k_m 70.2% of 3.35 TB/s). The SMs': what the same kernels read on an H200, whose memory is
+// 1.43x faster on the same 132 SMs (bf16 3.89, q8_0 3.14, q4_k_m 2.73 TB/s: below that fraction of its
+// 4.8 TB/s, so something on the SMs' side bounds them), scaled by s.gpu_sm_scale. q6_k shares q4_k's
+// kernel; f8_e4m3 (0.71 of bf16 on an H200) and types without a fast GEMV kernel (0.5) have only H200
+// figures and take them as fractions of both limits.
+double GpuReadRate(const DeviceSpeeds& s, DType t);
+
+// Weight bytes one decode step reads on the GPU, kept by how fast the GEMVs read them (GpuReadRate).
+struct GpuReads {
+  static constexpr int kKinds = 5;  // f32/f16/bf16, q8_0, q4_k/q6_k, f8_e4m3, other types
+  std::array<double, kKinds> bytes{};
+  void Add(DType t, double n);
+  double Seconds(const DeviceSpeeds& s) const;  // the sum of each kind's bytes over its rate
+  double Total() const;
+};
+
+// `base` describing a GPU whose memory interface peaks at `peak` bytes/s (memory clock x 2 x bus width)
+// and whose SMs run at `sm_clock_rate` (SM count x SM clock in Hz; 0: an H200's): fixed figures, no probe,
+// so a device always gets the same plan. peak 0 or less: `base` unchanged. Only the GPU's figures change;
+// plans that weigh the GPU against PCIe or the CPU weigh it as it is.
+DeviceSpeeds GpuSpeedsForDevice(DeviceSpeeds base, double peak, double sm_clock_rate = 0);
+inline constexpr double kH200SmClockRate = 132 * 1.98e9;
+
 // The model's weights in one format, sized per part.
 struct WeightFormat {
   std::string name;                       // "bf16", "q8_0", "q4_k_m", ... (a recipe name or a stored type)
@@ -59,10 +106,10 @@ struct WeightFormat {
   uint64_t embed_bytes = 0, embed_gpu_bytes = 0;  // token embedding (the head too when tied)
   uint64_t head_bytes = 0, head_gpu_bytes = 0;    // untied output head and the final norm
   int64_t layer_params = 0;                       // parameters of one layer (compute estimates)
-  // The same bytes on the GPU, each tensor's divided by its type's GpuReadEfficiency: what the decode
-  // estimates read at DeviceSpeeds::gpu_bandwidth.
-  std::vector<double> layer_gpu_read;  // [n_layers]
-  double embed_gpu_read = 0, head_gpu_read = 0;
+  // The same bytes by how fast the GPU's decode GEMVs read them (GpuReads, GpuReadRate): what the
+  // decode estimates take for a layer, the embedding (as a tied head) and the head on the GPU.
+  std::vector<GpuReads> layer_gpu_reads;  // [n_layers]
+  GpuReads embed_gpu_reads, head_gpu_reads;
   uint64_t rope_gpu_bytes = 0;  // the RoPE table on the GPU (derived, not stored; one per device)
 };
 
@@ -85,39 +132,6 @@ std::vector<WeightFormat> CandidateFormats(const ModelConfig& config,
                                            const std::function<DType(const TensorSpec&)>& stored,
                                            const std::string& stored_name, const std::string& weight_type,
                                            const GpuBytesFn& gpu_bytes);
-
-// How fast the CUDA backend's decode GEMVs read weights of type t, relative to bf16: the kernel lab's
-// decode layer of fused GEMVs on an H200 (docs/BENCHMARKS.md: bf16 87.2%, q8_0 72.3%, f8_e4m3 61.9%, q4_k
-// 51.9% and, in a later call, 54.7% of the read bandwidth). q6_k shares q4_k's kernel and is taken as q4_k;
-// types without a fast GEMV kernel 0.5.
-double GpuReadEfficiency(DType t);
-
-// Rough speeds for the predictions (the benchmarks measure the real ones).
-struct DeviceSpeeds {
-  // bf16 weight-read bytes/s of the decode GEMVs (H200: 87% of the ~4.5e12 its read probe measures); other
-  // types read at this times GpuReadEfficiency.
-  double gpu_bandwidth = 3.9e12;
-  double gpu_flops = 4.0e14;     // achieved bf16 matmul FLOP/s
-  double pcie_bandwidth = 50e9;  // host -> device from pinned memory (BENCH.md: ~54 GB/s)
-  double cpu_bandwidth = 20e9;   // weight-read bytes/s of the CPU kernels
-  double cpu_flops = 2.0e11;     // CPU matmul FLOP/s
-  // What a layer (or the head) costs beyond its bytes and FLOPs: kernel launches and their tails on
-  // the GPU, thread-pool dispatch on the CPU. Dominant only for small models. GPU: the H200's 7B decode
-  // step spends 8-11 us a layer on the small kernels and ~75 us a step between graphs
-  // (docs/BENCHMARKS.md, "Where a batch-1 step goes").
-  double gpu_part_seconds = 10e-6;
-  double cpu_part_seconds = 10e-6;
-  bool cpu_measured = false;  // cpu_bandwidth and cpu_flops come from this host (MeasuredCpuSpeeds)
-  double gpu_peak_bandwidth = 0;  // the device's memory interface, when GpuSpeedsForDevice set gpu_bandwidth
-};
-
-// `base` with gpu_bandwidth scaled to a device whose memory interface peaks at `peak` bytes/s (memory clock
-// x 2 x bus width; no probe, so a device always gets the same plan): kGpuReadFraction of it, the fraction
-// the H200's decode GEMVs read of its 4.8 TB/s (3.9e12, the default). 0 or less: `base` unchanged.
-// Only the GPU's figures change; a GPU with a slower memory system is then predicted slower, and plans
-// that weigh the GPU against PCIe or the CPU weigh it as it is.
-DeviceSpeeds GpuSpeedsForDevice(DeviceSpeeds base, double peak);
-inline constexpr double kGpuReadFraction = 3.9e12 / 4.8e12;
 
 // `base` with the CPU's speeds measured on this host, once per process (~0.1-0.3 s): the read bandwidth of a
 // 256 MiB probe times the fraction of it the CPU decode GEMVs reach (kCpuReadFraction), and the f32 FMA

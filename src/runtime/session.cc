@@ -153,7 +153,8 @@ std::unique_ptr<Session> Session::Open(const SessionOptions& o) {
     in.gpu_fixed_bytes = kGpuContextBytes + CudaOpsScratchBytes(CudaOpsOptions{});
     in.gpu_graph_bytes = o.cuda_graphs ? kGpuGraphBytes : 0;
     gpu_bytes = [](DType t, int64_t rows, int64_t cols) { return CudaPreparedWeightBytes(t, rows, cols); };
-    in.speeds = GpuSpeedsForDevice(in.speeds, CudaPeakMemoryBandwidth(cuda_index));
+    in.speeds =
+        GpuSpeedsForDevice(in.speeds, CudaPeakMemoryBandwidth(cuda_index), CudaSmClockRate(cuda_index));
   }
 #endif
   // Without a GPU the plan's prediction uses this host's CPU speeds (nothing is chosen by them).

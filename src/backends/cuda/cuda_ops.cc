@@ -1874,6 +1874,16 @@ double CudaPeakMemoryBandwidth(int device) {
   return 2.0 * khz * 1e3 * bits / 8;  // double data rate
 }
 
+double CudaSmClockRate(int device) {
+  int sms = 0, khz = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return static_cast<double>(sms) * khz * 1e3;
+}
+
 std::unique_ptr<Ops> CreateCudaOps(int device_index) {
   return CreateCudaOps(device_index, CudaOpsOptions{});
 }

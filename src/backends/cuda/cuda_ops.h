@@ -57,6 +57,9 @@ bool CudaMemoryInfo(int device, size_t* free_bytes, size_t* total_bytes);
 // The device's peak memory bandwidth in bytes/s from its memory clock and bus width (no transfer); 0 when
 // the device cannot say.
 double CudaPeakMemoryBandwidth(int device);
+// The device's SM count times its SM clock in Hz (the planner's measure of how fast its SMs decode
+// weights); 0 when the device cannot say.
+double CudaSmClockRate(int device);
 
 // Device memory this process holds as the driver reports it (nvidia-smi: context, library workspaces
 // and every allocation), in bytes; -1 when the driver does not list the process (no nvidia-smi, or a

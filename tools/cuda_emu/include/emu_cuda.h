@@ -329,7 +329,12 @@ inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const v
 }
 
 // Device attributes the backend asks for outside kernels: the emulator has no memory interface to report.
-enum cudaDeviceAttr { cudaDevAttrMemoryClockRate = 36, cudaDevAttrGlobalMemoryBusWidth = 37 };
+enum cudaDeviceAttr {
+  cudaDevAttrClockRate = 13,
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrMemoryClockRate = 36,
+  cudaDevAttrGlobalMemoryBusWidth = 37
+};
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) {
   *value = 0;
   return cudaErrorInvalidValue;
