@@ -279,7 +279,7 @@ class Planner {
     const double rows = batch;
     double gpu = 0, cpu = 0, copied = 0;
     auto gpu_part = [&](const GpuReads& reads, double params) {
-      gpu += s.gpu_part_seconds + std::max(reads.Seconds(s), 2 * params * rows / s.gpu_flops);
+      gpu += s.gpu_part_seconds + reads.Seconds(s, batch, 2 * params * rows);
     };
     auto cpu_part = [&](double bytes, double params) {
       cpu += s.cpu_part_seconds + std::max(bytes / s.cpu_bandwidth, 2 * params * rows / s.cpu_flops);
@@ -364,26 +364,31 @@ namespace {
 int GpuReadKind(DType t) {
   switch (t) {
     case DType::kBF16:
+      return 0;
     case DType::kF16:
     case DType::kF32:
-      return 0;
-    case DType::kQ8_0:
       return 1;
+    case DType::kQ8_0:
+      return 2;
     case DType::kQ4_K:
     case DType::kQ6_K:
-      return 2;
-    case DType::kF8E4M3:
       return 3;
-    default:
+    case DType::kF8E4M3:
       return 4;
+    default:
+      return 5;
   }
 }
 // H100 (3.35 TB/s interface), 3741ca4, batch 1 at 48 + 128 tokens: bf16 186.0, q8_0 280.1, q4_k_m 436.0
 // tok/s; H200 (4.8 TB/s): bf16 238.9 and q8_0 348.4 tok/s (b5c3a2f), q4_k_m 494.1 (81545fd); each step
-// less the 33 parts' gpu_part_seconds, over the weights it reads (docs/BENCHMARKS.md). The last two kinds
-// keep the H200's single figure (3.9e12 x 0.71 and x 0.5) as a fraction of both limits.
-constexpr double kMemFraction[GpuReads::kKinds] = {0.888, 0.735, 0.702, 0.8125 * 0.71, 0.8125 * 0.5};
-constexpr double kH200SmRate[GpuReads::kKinds] = {3.89e12, 3.14e12, 2.73e12, 3.9e12 * 0.71, 3.9e12 * 0.5};
+// less the 33 parts' gpu_part_seconds, over the weights it reads (docs/BENCHMARKS.md). f16 and f32 share
+// bf16's kernel. The last two kinds keep the H200's single figure (3.9e12 x 0.71 and x 0.5) as a fraction
+// of both limits.
+constexpr double kMemFraction[GpuReads::kKinds] = {0.888, 0.888, 0.735, 0.702, 0.8125 * 0.71, 0.8125 * 0.5};
+constexpr double kH200SmRate[GpuReads::kKinds] = {3.89e12, 3.89e12,       3.14e12,
+                                                  2.73e12, 3.9e12 * 0.71, 3.9e12 * 0.5};
+// The CUDA backend's MatMul row limits (backends/cuda: kGemvMaxRows, kQuantGemvMaxRows).
+constexpr int64_t kGpuGemvRows = 8, kGpuQuantGemvRows = 32;
 
 double KindRate(const DeviceSpeeds& s, int kind) {
   return std::min(s.gpu_peak_bandwidth * kMemFraction[kind], kH200SmRate[kind] * s.gpu_sm_scale);
@@ -401,15 +406,23 @@ double GpuReadRate(const DeviceSpeeds& s, DType t) {
   return KindRate(s, GpuReadKind(t));
 }
 
-void GpuReads::Add(DType t, double n) {
-  bytes[GpuReadKind(t)] += n;
+void GpuReads::Add(DType t, double n_bytes, double matrix_elems) {
+  bytes[GpuReadKind(t)] += n_bytes;
+  if (t != DType::kBF16) slab_elems += matrix_elems;
 }
 
-double GpuReads::Seconds(const DeviceSpeeds& s) const {
-  double seconds = 0;
-  for (int k = 0; k < kKinds; ++k)
-    if (bytes[k] > 0) seconds += bytes[k] / KindRate(s, k);
-  return seconds;
+double GpuReads::Seconds(const DeviceSpeeds& s, int64_t rows, double flops) const {
+  const double bf16 = bytes[0] / KindRate(s, 0);
+  double other = 0;
+  for (int k = 1; k < kKinds; ++k)
+    if (bytes[k] > 0) other += bytes[k] / KindRate(s, k);
+  const double arithmetic = flops / s.gpu_flops;
+  if (rows <= kGpuQuantGemvRows) {
+    const double passes = static_cast<double>((std::max<int64_t>(rows, 1) + kGpuGemvRows - 1) / kGpuGemvRows);
+    return std::max(bf16 + other * passes, arithmetic);
+  }
+  const double slab = 2 * slab_elems / KindRate(s, 0);  // one way: written by the expansion, read by cuBLAS
+  return other + slab + std::max(bf16 + slab, arithmetic);
 }
 
 double GpuReads::Total() const {
@@ -432,12 +445,13 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
   ForEachTensorSpec(c, [&](const TensorSpec& s) {
     const DType t = type_of(s);
     const uint64_t bytes = DTypeBytes(t, s.cols) * static_cast<uint64_t>(s.rows);
+    const double elems = s.is_norm ? 0.0 : static_cast<double>(s.rows) * static_cast<double>(s.cols);
     uint64_t dev = gpu_bytes ? gpu_bytes(t, s.rows, s.cols) : bytes;
     dev = dev >= kGpuAllocGranularity ? RoundUp(dev, kGpuAllocGranularity) : RoundUp(dev, 256);
     if (s.layer >= 0) {
       f.layer_bytes[s.layer] += bytes;
       f.layer_gpu_bytes[s.layer] += dev;
-      f.layer_gpu_reads[s.layer].Add(t, static_cast<double>(bytes));
+      f.layer_gpu_reads[s.layer].Add(t, static_cast<double>(bytes), elems);
       if (s.layer == 0) f.layer_params += s.rows * s.cols;
       if (s.role == "ffn_up" && bytes > main_bytes) {
         main_bytes = bytes;  // the largest matrices decide the speed
@@ -446,11 +460,11 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
     } else if (s.role == "token_embd") {
       f.embed_bytes += bytes;
       f.embed_gpu_bytes += dev;
-      f.embed_gpu_reads.Add(t, static_cast<double>(bytes));
+      f.embed_gpu_reads.Add(t, static_cast<double>(bytes), elems);
     } else {
       f.head_bytes += bytes;  // the final norm and an untied output head
       f.head_gpu_bytes += dev;
-      f.head_gpu_reads.Add(t, static_cast<double>(bytes));
+      f.head_gpu_reads.Add(t, static_cast<double>(bytes), elems);
     }
   });
   return f;

@@ -80,12 +80,19 @@ struct DeviceSpeeds {
 // figures and take them as fractions of both limits.
 double GpuReadRate(const DeviceSpeeds& s, DType t);
 
-// Weight bytes one decode step reads on the GPU, kept by how fast the GEMVs read them (GpuReadRate).
+// The weights one decode step reads on the GPU, kept by how fast the GEMVs read them (GpuReadRate), and
+// what the CUDA backend's MatMul does with them at a step's row count: up to 8 rows one GEMV pass reads
+// them; matrices in other types than bf16 take a pass per 8 rows up to 32 rows and beyond that are expanded
+// to bf16 slabs for cuBLAS (written, then read again: 4 bytes an element at bf16's rate); bf16 matrices go
+// to cuBLAS from 9 rows, reading themselves once. The arithmetic, 2 FLOPs a weight a row at
+// DeviceSpeeds::gpu_flops, overlaps the reads of the product that does it.
 struct GpuReads {
-  static constexpr int kKinds = 5;  // f32/f16/bf16, q8_0, q4_k/q6_k, f8_e4m3, other types
+  static constexpr int kKinds = 6;  // bf16, f16/f32, q8_0, q4_k/q6_k, f8_e4m3, other types
   std::array<double, kKinds> bytes{};
-  void Add(DType t, double n);
-  double Seconds(const DeviceSpeeds& s) const;  // the sum of each kind's bytes over its rate
+  double slab_elems = 0;  // elements of the matrices not stored as bf16
+  void Add(DType t, double n_bytes, double matrix_elems);
+  // Seconds of the products over these weights for `rows` token rows doing `flops`.
+  double Seconds(const DeviceSpeeds& s, int64_t rows, double flops) const;
   double Total() const;
 };
 
