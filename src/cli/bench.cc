@@ -141,35 +141,6 @@ Json JsonArray(const std::vector<double>& v) {
   return a;
 }
 
-// The int8 ceiling of the packed matmuls on `isa` (backends/cpu/packed.h; none on the generic kernels):
-// vpdpbusd of AVX-512 VNNI or of AVX-VNNI, or AVX2's vpmaddubsw. 0 for the generic kernels.
-const char* Int8PeakName(cpu::Isa isa) {
-  switch (isa) {
-    case cpu::Isa::kAvx512:
-      return "avx512-vnni";
-    case cpu::Isa::kAvxVnni:
-      return "avx-vnni";
-    case cpu::Isa::kAvx2:
-      return "avx2";
-    case cpu::Isa::kGeneric:
-      break;
-  }
-  return "";
-}
-double MeasureHostInt8PeakFor(cpu::Isa isa) {
-  switch (isa) {
-    case cpu::Isa::kAvx512:
-      return MeasureHostVnniPeak();
-    case cpu::Isa::kAvxVnni:
-      return MeasureHostAvxVnniPeak();
-    case cpu::Isa::kAvx2:
-      return MeasureHostAvx2Int8Peak();
-    case cpu::Isa::kGeneric:
-      break;
-  }
-  return 0;
-}
-
 }  // namespace
 
 int RunBench(int argc, char** argv) {
@@ -210,9 +181,9 @@ int RunBench(int argc, char** argv) {
   // The f32 ceiling of the kernels this run uses: AVX-512 FMAs only where they are the AVX-512 build.
   const bool fma_avx512 = cpu::DefaultIsa() == cpu::Isa::kAvx512;
   const double host_fma_peak = MeasureHostFmaPeak(30, fma_avx512);
-  // The int8 ceiling of the kernels this run uses (MeasureHostInt8PeakFor).
-  const char* int8_name = Int8PeakName(cpu::DefaultIsa());
-  const double host_int8_peak = MeasureHostInt8PeakFor(cpu::DefaultIsa());
+  // The int8 ceiling of the kernels this run uses (MeasureHostInt8Peak).
+  const char* int8_name = HostInt8PeakName(cpu::DefaultIsa());
+  const double host_int8_peak = MeasureHostInt8Peak(cpu::DefaultIsa());
   // The device ceiling too, before the model loads: its buffer is freed before any of the plan's
   // allocations, so it never adds to the device memory a --gpu-mem budget bounds (a quarter of the budget,
   // from 256 MiB, several times any GPU's L2, up to 2 GiB). Used when the plan runs on the GPU.
@@ -402,8 +373,7 @@ int RunBench(int argc, char** argv) {
       bws.push_back(bw);
       dec.push_back(d.decode_tok_s * pair_bytes / 1e9 / bw);
       const RunStats q = RunBatch(engine, vocab, kPairSeqs, kPairLen, 1, 3000 + i);
-      const double peak =
-          int8 ? MeasureHostInt8PeakFor(cpu::DefaultIsa()) : MeasureHostFmaPeak(30, fma_avx512);
+      const double peak = int8 ? MeasureHostInt8Peak(cpu::DefaultIsa()) : MeasureHostFmaPeak(30, fma_avx512);
       peaks.push_back(peak);
       if (peak > 0) pre.push_back(prefill_flops(kPairSeqs, kPairLen) / q.seconds / 1e9 / peak);
     }

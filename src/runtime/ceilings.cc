@@ -327,4 +327,32 @@ void ResetPeakResident() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
 
+double MeasureHostInt8Peak(cpu::Isa isa, int repeats) {
+  switch (isa) {
+    case cpu::Isa::kAvx512:
+      return MeasureHostVnniPeak(repeats);
+    case cpu::Isa::kAvxVnni:
+      return MeasureHostAvxVnniPeak(repeats);
+    case cpu::Isa::kAvx2:
+      return MeasureHostAvx2Int8Peak(repeats);
+    case cpu::Isa::kGeneric:
+      break;
+  }
+  return 0;
+}
+
+const char* HostInt8PeakName(cpu::Isa isa) {
+  switch (isa) {
+    case cpu::Isa::kAvx512:
+      return "avx512-vnni";
+    case cpu::Isa::kAvxVnni:
+      return "avx-vnni";
+    case cpu::Isa::kAvx2:
+      return "avx2";
+    case cpu::Isa::kGeneric:
+      break;
+  }
+  return "";
+}
+
 }  // namespace hymt

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/cpu_ops.h"
+
 namespace hymt {
 
 // Host read bandwidth in GB/s (1e9 bytes/s): every thread of the default pool sums its share of a
@@ -33,6 +35,11 @@ double MeasureHostAvx2Int8Peak(int repeats = 30);
 // The same for AVX-VNNI: register-resident 256-bit vpdpbusd loops. 0 without AVX-VNNI. The ceiling of
 // the packed matmuls' avxvnni kernels.
 double MeasureHostAvxVnniPeak(int repeats = 30);
+// The int8 ceiling of the packed matmuls on `isa` (backends/cpu/packed.h), in GOP/s: AVX-512 VNNI's or
+// AVX-VNNI's vpdpbusd, or AVX2's vpmaddubsw; 0 for the generic kernels, which have no packed layout.
+double MeasureHostInt8Peak(cpu::Isa isa, int repeats = 30);
+// Its name as benchmarks print it ("avx512-vnni", "avx-vnni", "avx2"; empty for the generic kernels).
+const char* HostInt8PeakName(cpu::Isa isa);
 
 #if defined(__x86_64__)
 // The loops MeasureHostFmaPeak times, for benchmarks that time them their own way: iters iterations of

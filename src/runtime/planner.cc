@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "backends/cpu/packed.h"
 #include "core/status.h"
 #include "core/strings.h"
 #include "model/model.h"
@@ -281,13 +282,15 @@ class Planner {
     auto gpu_part = [&](const GpuReads& reads, double params) {
       gpu += s.gpu_part_seconds + reads.Seconds(s, batch, 2 * params * rows);
     };
-    auto cpu_part = [&](double bytes, double params) {
-      cpu += s.cpu_part_seconds + std::max(bytes / s.cpu_bandwidth, 2 * params * rows / s.cpu_flops);
+    const double int8_ops = s.cpu_int8_ops > 0 ? s.cpu_int8_ops : s.cpu_flops;
+    auto cpu_part = [&](double bytes, double params, double packed) {
+      const double arithmetic = 2 * rows * ((params - packed) / s.cpu_flops + packed / int8_ops);
+      cpu += s.cpu_part_seconds + std::max(bytes / s.cpu_bandwidth, arithmetic);
     };
     for (int i = 0; i < c_.n_layers; ++i) {
       const double params = static_cast<double>(f.layer_params);
       if (p.layers[i] == LayerHome::kCpu) {
-        cpu_part(static_cast<double>(f.layer_bytes[i]), params);
+        cpu_part(static_cast<double>(f.layer_bytes[i]), params, static_cast<double>(f.layer_packed_params));
       } else {
         gpu_part(f.layer_gpu_reads[i], params);
         if (p.layers[i] == LayerHome::kStreamed) copied += static_cast<double>(f.layer_gpu_bytes[i]);
@@ -297,7 +300,8 @@ class Planner {
     if (p.head_on_gpu) {
       gpu_part(c_.tied_output ? f.embed_gpu_reads : f.head_gpu_reads, head_params);
     } else {
-      cpu_part(static_cast<double>(c_.tied_output ? f.embed_bytes : f.head_bytes), head_params);
+      cpu_part(static_cast<double>(c_.tied_output ? f.embed_bytes : f.head_bytes), head_params,
+               static_cast<double>(f.head_packed_params));
     }
     return std::max(gpu, copied / s.pcie_bandwidth) + cpu;
   }
@@ -453,15 +457,18 @@ WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool q
       f.layer_gpu_bytes[s.layer] += dev;
       f.layer_gpu_reads[s.layer].Add(t, static_cast<double>(bytes), elems);
       if (s.layer == 0) f.layer_params += s.rows * s.cols;
+      if (s.layer == 0 && !s.is_norm && cpu::HasPackedLayout(t)) f.layer_packed_params += s.rows * s.cols;
       if (s.role == "ffn_up" && bytes > main_bytes) {
         main_bytes = bytes;  // the largest matrices decide the speed
         f.main_type = t;
       }
     } else if (s.role == "token_embd") {
+      if (c.tied_output && cpu::HasPackedLayout(t)) f.head_packed_params = s.rows * s.cols;
       f.embed_bytes += bytes;
       f.embed_gpu_bytes += dev;
       f.embed_gpu_reads.Add(t, static_cast<double>(bytes), elems);
     } else {
+      if (!s.is_norm && cpu::HasPackedLayout(t)) f.head_packed_params = s.rows * s.cols;
       f.head_bytes += bytes;  // the final norm and an untied output head
       f.head_gpu_bytes += dev;
       f.head_gpu_reads.Add(t, static_cast<double>(bytes), elems);
@@ -504,17 +511,20 @@ int Plan::CountLayers(LayerHome home) const {
 
 DeviceSpeeds MeasuredCpuSpeeds(DeviceSpeeds base) {
   struct Measured {
-    double bandwidth, flops;
+    double bandwidth, flops, int8_ops;
   };
   static const Measured m = []() -> Measured {
     try {
-      return {MeasureHostReadBandwidthBest(size_t{256} << 20, 2), MeasureHostFmaPeak(5) * 1e9};
-    } catch (const Error&) {  // no memory for the probe: the constants stand
-      return {0, 0};
+      const cpu::Isa isa = cpu::DefaultIsa();
+      return {MeasureHostReadBandwidthBest(size_t{256} << 20, 2),
+              MeasureHostFmaPeak(5, isa == cpu::Isa::kAvx512) * 1e9, MeasureHostInt8Peak(isa, 5) * 1e9};
+    } catch (const Error&) {  // no memory for the probe, or $HYMT_CPU_ISA names what the CPU lacks
+      return {0, 0, 0};
     }
   }();
   if (m.bandwidth > 0) base.cpu_bandwidth = m.bandwidth * 1e9 * kCpuReadFraction;
   if (m.flops > 0) base.cpu_flops = m.flops * kCpuFlopFraction;
+  if (m.int8_ops > 0) base.cpu_int8_ops = m.int8_ops * kCpuInt8Fraction;
   base.cpu_measured = m.bandwidth > 0;
   return base;
 }
@@ -654,9 +664,13 @@ Plan MakePlan(const PlanInput& in) {
     p.notes.push_back(speeds);
   }
   if (p.mode == "cpu" || p.mode == "partial") {
-    char speeds[160];
-    std::snprintf(speeds, sizeof speeds, "predictions take the CPU at %.1f GB/s of weights read, %.0f GFLOP/s (%s)",
-                  in.speeds.cpu_bandwidth / 1e9, in.speeds.cpu_flops / 1e9,
+    char speeds[224];
+    char int8[64] = "";
+    if (in.speeds.cpu_int8_ops > 0 && p.format.layer_packed_params > 0)
+      std::snprintf(int8, sizeof int8, ", %.0f GOP/s int8 (packed weights)", in.speeds.cpu_int8_ops / 1e9);
+    std::snprintf(speeds, sizeof speeds,
+                  "predictions take the CPU at %.1f GB/s of weights read, %.0f GFLOP/s%s (%s)",
+                  in.speeds.cpu_bandwidth / 1e9, in.speeds.cpu_flops / 1e9, int8,
                   in.speeds.cpu_measured ? "measured on this host" : "assumed");
     p.notes.push_back(speeds);
   }

@@ -61,6 +61,9 @@ struct DeviceSpeeds {
   double pcie_bandwidth = 50e9;        // host -> device from pinned memory (BENCH.md: ~54 GB/s)
   double cpu_bandwidth = 20e9;         // weight-read bytes/s of the CPU kernels
   double cpu_flops = 2.0e11;           // CPU matmul FLOP/s
+  // int8 ops/s (2 a multiply-add) of the CPU's packed matmuls, which take q8_0, q4_k and q6_k weights on
+  // AVX2 and AVX-512 hosts (backends/cpu/packed.h); 0: those weights' arithmetic counts at cpu_flops.
+  double cpu_int8_ops = 0;
   // What a layer (or the head) costs beyond its bytes and FLOPs: kernel launches and their tails on
   // the GPU, thread-pool dispatch on the CPU. Dominant only for small models. GPU: the 7B decode step
   // spends 8-11 us a layer on the small kernels and 19-75 us a step between graphs (docs/BENCHMARKS.md,
@@ -113,6 +116,9 @@ struct WeightFormat {
   uint64_t embed_bytes = 0, embed_gpu_bytes = 0;  // token embedding (the head too when tied)
   uint64_t head_bytes = 0, head_gpu_bytes = 0;    // untied output head and the final norm
   int64_t layer_params = 0;                       // parameters of one layer (compute estimates)
+  // Of those, and of the head (the embedding when tied), the elements of matrices the CPU's packed int8
+  // matmuls take (a type with a packed layout: DeviceSpeeds::cpu_int8_ops applies to them).
+  int64_t layer_packed_params = 0, head_packed_params = 0;
   // The same bytes by how fast the GPU's decode GEMVs read them (GpuReads, GpuReadRate): what the
   // decode estimates take for a layer, the embedding (as a tied head) and the head on the GPU.
   std::vector<GpuReads> layer_gpu_reads;  // [n_layers]
@@ -142,7 +148,8 @@ std::vector<WeightFormat> CandidateFormats(const ModelConfig& config,
 
 // `base` with the CPU's speeds measured on this host, once per process (~0.1-0.3 s): the read bandwidth of a
 // 256 MiB probe times the fraction of it the CPU decode GEMVs reach (kCpuReadFraction), and the f32 FMA
-// peak times the fraction the GEMMs reach (kCpuFlopFraction). Callers use it where no GPU takes part, so
+// peak times the fraction the GEMMs reach (kCpuFlopFraction), and the int8 peak of the packed matmuls' ISA
+// times the fraction they reach (kCpuInt8Fraction). Callers use it where no GPU takes part, so
 // the choice between GPU plans never depends on a probe; the prediction of a CPU plan then fits the host
 // instead of a constant.
 DeviceSpeeds MeasuredCpuSpeeds(DeviceSpeeds base = {});
@@ -151,6 +158,10 @@ DeviceSpeeds MeasuredCpuSpeeds(DeviceSpeeds base = {});
 // of packed weights do more).
 inline constexpr double kCpuReadFraction = 0.8;
 inline constexpr double kCpuFlopFraction = 0.5;
+// The packed int8 matmuls: 16-row batched decode steps at 35% (1.8B q4_k_m) and 54% (7B) of the vpdpbusd
+// peak on a Zen 5 host, counting the whole step as their arithmetic; prefill 54-68% (docs/BENCHMARKS.md,
+// "CPU predictions of batched steps").
+inline constexpr double kCpuInt8Fraction = 0.4;
 
 struct PlanInput {
   ModelConfig config;

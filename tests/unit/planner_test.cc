@@ -275,6 +275,42 @@ TEST(Planner, CpuOnly) {
   ASSERT_EQ(Input("hunyuan-7b", "bf16", 0, 0, "q4_k_m").formats.size(), 1u);
 }
 
+// The CPU's packed int8 matmuls (q8_0, q4_k, q6_k) do their arithmetic at cpu_int8_ops: a batched step
+// over a q4_k_m file gets faster with it, one over bf16 does not, and a batch-1 step, bound by the bytes,
+// does not move. Every matrix of a q4_k_m layer is packed; no bf16 one is.
+TEST(Planner, PackedWeightsUseTheCpusInt8Rate) {
+  const ModelConfig c = ShapeConfig("hunyuan-7b");
+  const PlanInput q = Input("hunyuan-7b", "q4_k_m", 0), b = Input("hunyuan-7b", "bf16", 0);
+  int64_t norms = 0;
+  ForEachTensorSpec(c, [&](const TensorSpec& s) {
+    if (s.layer == 0 && s.is_norm) norms += s.rows * s.cols;
+  });
+  EXPECT_EQ(q.formats[0].layer_packed_params, q.formats[0].layer_params - norms);
+  EXPECT_EQ(q.formats[0].head_packed_params, int64_t{c.vocab_rows} * c.hidden);
+  EXPECT_EQ(b.formats[0].layer_packed_params, 0);
+  EXPECT_EQ(b.formats[0].head_packed_params, 0);
+  for (int packed = 1; packed >= 0; --packed) {
+    SCOPED_TRACE(packed ? "q4_k_m" : "bf16");
+    PlanInput in = packed ? q : b;
+    in.max_seqs = 16;
+    in.speeds.cpu_bandwidth = 30e9;
+    in.speeds.cpu_flops = 200e9;
+    const Plan slow = PlanFor(in);
+    in.speeds.cpu_int8_ops = 600e9;
+    const Plan fast = PlanFor(in);
+    ASSERT_EQ(fast.mode, "cpu");
+    ASSERT_EQ(fast.predicted_batch, slow.predicted_batch);
+    ASSERT_GT(fast.predicted_batch, 8);
+    EXPECT_EQ(fast.predicted_decode_tok_s, slow.predicted_decode_tok_s);
+    if (packed) {
+      EXPECT_GT(fast.predicted_batch_tok_s, 2 * slow.predicted_batch_tok_s);
+      EXPECT_NE(fast.Table(in.config).find("600 GOP/s int8"), std::string::npos) << fast.Table(in.config);
+    } else {
+      EXPECT_EQ(fast.predicted_batch_tok_s, slow.predicted_batch_tok_s);
+    }
+  }
+}
+
 // A CPU plan's prediction follows the CPU speeds it is given: those measured on this host (once per
 // process) change only the CPU's figures; a batch-1 step, bound by reading the weights, takes half as
 // long at twice the bandwidth and never less than the layers' bytes take; the table says where the
