@@ -401,7 +401,7 @@ double KindRate(const DeviceSpeeds& s, int kind) {
 // True when the SMs' limit is the lower one for type t.
 bool SmBound(const DeviceSpeeds& s, DType t) {
   const int kind = GpuReadKind(t);
-  return kH200SmRate[kind] * s.gpu_sm_scale < s.gpu_peak_bandwidth * kMemFraction[kind];
+  return KindRate(s, kind) < s.gpu_peak_bandwidth * kMemFraction[kind];
 }
 
 }  // namespace
@@ -427,12 +427,6 @@ double GpuReads::Seconds(const DeviceSpeeds& s, int64_t rows, double flops) cons
   }
   const double slab = 2 * slab_elems / KindRate(s, 0);  // one way: written by the expansion, read by cuBLAS
   return other + slab + std::max(bf16 + slab, arithmetic);
-}
-
-double GpuReads::Total() const {
-  double total = 0;
-  for (double b : bytes) total += b;
-  return total;
 }
 
 WeightFormat MeasureFormat(const ModelConfig& c, const std::string& name, bool quantize_at_load,

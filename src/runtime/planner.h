@@ -96,7 +96,6 @@ struct GpuReads {
   void Add(DType t, double n_bytes, double matrix_elems);
   // Seconds of the products over these weights for `rows` token rows doing `flops`.
   double Seconds(const DeviceSpeeds& s, int64_t rows, double flops) const;
-  double Total() const;
 };
 
 // `base` describing a GPU whose memory interface peaks at `peak` bytes/s (memory clock x 2 x bus width)

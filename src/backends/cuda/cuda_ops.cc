@@ -1864,23 +1864,29 @@ size_t CudaPreparedWeightBytes(DType dtype, int64_t rows, int64_t cols) {
 
 double CudaReadBandwidth(int device, size_t bytes) { return cuda::MeasureReadBandwidth(device, bytes, 10); }
 
+namespace {
+
+// Two integer attributes of the device; false (and the error cleared) when it cannot say.
+bool DeviceAttributes(int device, cudaDeviceAttr a, int* va, cudaDeviceAttr b, int* vb) {
+  if (cudaDeviceGetAttribute(va, a, device) == cudaSuccess &&
+      cudaDeviceGetAttribute(vb, b, device) == cudaSuccess)
+    return true;
+  (void)cudaGetLastError();
+  return false;
+}
+
+}  // namespace
+
 double CudaPeakMemoryBandwidth(int device) {
   int khz = 0, bits = 0;
-  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
-    (void)cudaGetLastError();
+  if (!DeviceAttributes(device, cudaDevAttrMemoryClockRate, &khz, cudaDevAttrGlobalMemoryBusWidth, &bits))
     return 0;
-  }
   return 2.0 * khz * 1e3 * bits / 8;  // double data rate
 }
 
 double CudaSmClockRate(int device) {
   int sms = 0, khz = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
+  if (!DeviceAttributes(device, cudaDevAttrMultiProcessorCount, &sms, cudaDevAttrClockRate, &khz)) return 0;
   return static_cast<double>(sms) * khz * 1e3;
 }
 
